@@ -1,0 +1,15 @@
+"""flowscope's deep-learning engine: tensors, autodiff, layers, optimizers, data; observable through hooks."""
+from __future__ import annotations
+
+from engine import config, hooks, memory
+from engine.memory import OutOfMemoryError
+from engine.tensor import Tensor, tensor
+from engine.function import Function, enable_grad, is_grad_enabled, no_grad
+from engine.autograd import grad
+from engine.ops import concat, stack, where
+from engine.random import manual_seed
+
+__version__ = "0.1.0"
+
+__all__ = ["Function", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "enable_grad", "grad",
+           "hooks", "is_grad_enabled", "manual_seed", "memory", "no_grad", "stack", "tensor", "where"]

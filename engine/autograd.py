@@ -1,0 +1,209 @@
+"""Reverse-mode differentiation over the graph of Function nodes: ``backward`` and ``grad``."""
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine import hooks as _hooks
+from engine import memory as _memory
+from engine.function import Function
+from engine.tensor import Tensor
+
+_FREED_MESSAGE = ("trying to backward through the graph a second time (or after its buffers were freed) "
+                  "at op '{op}'; pass retain_graph=True to the first backward() or grad() call if you need "
+                  "to backward through the same graph again")
+
+
+def _topological_order(roots: Sequence[Function]) -> list[Function]:
+    """Function nodes reachable from ``roots``, each after every node it feeds (consumers first)."""
+    order: list[Function] = []
+    visited: set[int] = set()
+    stack: list[tuple[Function, bool]] = [(fn, False) for fn in roots]
+    while stack:
+        fn, expanded = stack.pop()
+        if expanded:
+            order.append(fn)
+            continue
+        if id(fn) in visited:
+            continue
+        visited.add(id(fn))
+        if fn.freed:
+            raise RuntimeError(_FREED_MESSAGE.format(op=fn.name))
+        stack.append((fn, True))
+        for parent in fn.parents:
+            ctx = parent._ctx
+            if ctx is not None and id(ctx) not in visited:
+                stack.append((ctx, False))
+    order.reverse()
+    return order
+
+
+def _seed(output: Tensor, grad: Any) -> np.ndarray:
+    if grad is None:
+        if output._data.size != 1:
+            raise RuntimeError(f"grad can be created implicitly only for scalar outputs; this output has shape "
+                               f"{output.shape}: pass grad= (an array of that shape)")
+        return np.ones_like(output._data)
+    array = grad._data if isinstance(grad, Tensor) else np.asarray(grad, dtype=output.dtype)
+    if array.shape != output.shape:
+        raise ValueError(f"grad of shape {array.shape} does not match the output's shape {output.shape}")
+    return array.astype(output.dtype, copy=True)
+
+
+class _Pending:
+    """Gradient arrays flowing backwards, registered with the allocator as temporaries."""
+
+    __slots__ = ("arrays", "keys")
+
+    def __init__(self) -> None:
+        self.arrays: dict[Any, np.ndarray] = {}
+        self.keys: dict[Any, int] = {}
+
+    def add(self, node: Any, array: np.ndarray, op: str) -> None:
+        previous = self.arrays.get(node)
+        if previous is not None:
+            array = previous + array
+            self.release(node)
+        self.keys[node] = _memory.register(array, "temporary", op)
+        self.arrays[node] = array
+
+    def pop(self, node: Any) -> np.ndarray | None:
+        array = self.arrays.pop(node, None)
+        if array is not None:
+            self.release(node)
+        return array
+
+    def release(self, node: Any) -> None:
+        key = self.keys.pop(node, None)
+        if key is not None:
+            _memory.release(key)
+
+    def release_all(self) -> None:
+        for key in self.keys.values():
+            _memory.release(key)
+        self.keys.clear()
+        self.arrays.clear()
+
+
+def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: bool,
+         wanted: dict[int, Tensor] | None) -> dict[int, tuple[Tensor, np.ndarray]]:
+    """Propagate ``seeds`` from ``outputs``; returns (tensor, gradient) of leaves (or of ``wanted`` tensors)."""
+    pending = _Pending()
+    results: dict[int, tuple[Tensor, np.ndarray]] = {}
+    wanted_nodes = {id(t._ctx): t for t in wanted.values() if t._ctx is not None} if wanted else {}
+    roots = []
+    for out, seed in zip(outputs, seeds):
+        if out._ctx is None:
+            if wanted is None or id(out) in wanted:
+                _collect(results, out, seed)
+            continue
+        roots.append(out._ctx)
+        pending.add(out._ctx, seed, "seed")
+    previous_phase = _hooks.set_phase("backward")
+    observed = bool(_hooks.op_start or _hooks.op_end)
+    try:
+        for fn in _topological_order(roots):
+            grad = pending.arrays.get(fn)
+            if grad is None:
+                _free(fn, retain_graph)
+                continue
+            if id(fn) in wanted_nodes:
+                _collect(results, wanted_nodes[id(fn)], grad)
+            in_grads = _call_backward(fn, grad) if observed else fn.backward(grad)
+            for parent, parent_grad, needed in zip(fn.parents, in_grads, fn.needs_input_grad):
+                if parent_grad is None or not needed:
+                    continue
+                if parent_grad.shape != parent._data.shape:
+                    raise RuntimeError(f"{fn.name}.backward returned a gradient of shape {parent_grad.shape} "
+                                       f"for an input of shape {parent._data.shape}")
+                if parent._ctx is not None:
+                    pending.add(parent._ctx, parent_grad, fn.name + "Backward")
+                elif wanted is None or id(parent) in wanted:
+                    _collect(results, parent, parent_grad)
+            pending.pop(fn)
+            _free(fn, retain_graph)
+    finally:
+        pending.release_all()
+        _hooks.set_phase(previous_phase)
+    return results
+
+
+def _collect(results: dict[int, tuple[Tensor, np.ndarray]], tensor: Tensor, array: np.ndarray) -> None:
+    previous = results.get(id(tensor))
+    results[id(tensor)] = (tensor, array if previous is None else previous[1] + array)
+
+
+def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
+    name = fn.name + "Backward"
+    parents = fn.parents
+    event = _hooks.OpEvent(name, "backward", fn.module, _hooks._step, (grad.shape,), (str(grad.dtype),), (grad,),
+                           time_ns=time.perf_counter_ns())
+    if _hooks.op_start:
+        _hooks.emit(_hooks.op_start, event)
+    in_grads = fn.backward(grad)
+    if _hooks.op_end:
+        outputs = tuple(g for g, p in zip(in_grads, parents) if g is not None)
+        _hooks.emit(_hooks.op_end, _hooks.OpEvent(name, "backward", fn.module, event.step, event.input_shapes,
+                                                  event.input_dtypes, event.inputs, outputs,
+                                                  sum(int(g.nbytes) for g in outputs), time.perf_counter_ns()))
+    return in_grads
+
+
+def _free(fn: Function, retain_graph: bool) -> None:
+    if not retain_graph:
+        fn.__dict__.clear()
+        fn.freed = True
+
+
+def backward(output: Tensor, grad: Any = None, retain_graph: bool = False) -> None:
+    """``output.backward(grad)``: accumulate gradients into the ``.grad`` of every leaf that requires them."""
+    if not output.requires_grad:
+        raise RuntimeError(f"backward() on a tensor that does not require grad (shape {output.shape}, dtype "
+                           f"{output.dtype}): no input of the computation had requires_grad=True, or it ran "
+                           "under no_grad()")
+    if output._ctx is not None and output._ctx.freed:
+        raise RuntimeError(_FREED_MESSAGE.format(op=output._ctx.name))
+    seed = _seed(output, grad)
+    for leaf, array in _run([output], [seed], retain_graph, None).values():
+        _accumulate(leaf, array)
+
+
+def _accumulate(leaf: Tensor, array: np.ndarray) -> None:
+    if array.dtype != leaf._data.dtype:
+        array = array.astype(leaf._data.dtype)
+    if leaf.grad is None:
+        leaf.grad = Tensor._wrap_array(np.array(array, copy=True), "gradient", "grad")
+    else:
+        leaf.grad._data += array
+
+
+def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor], grad_outputs: Any = None,
+         retain_graph: bool = False) -> list[Tensor]:
+    """Gradients of ``outputs`` with respect to ``inputs`` (like ``torch.autograd.grad``); ``.grad`` untouched.
+
+    An input that the outputs do not depend on gets a zero gradient.
+    """
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, (Tensor, np.ndarray)):
+        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"grad_outputs has {len(grad_outputs)} entries for {len(outputs)} outputs")
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError(f"input {i} of grad() does not require grad")
+    for out in outputs:
+        if not out.requires_grad:
+            raise RuntimeError(f"an output of grad() (shape {out.shape}) does not require grad")
+        if out._ctx is not None and out._ctx.freed:
+            raise RuntimeError(_FREED_MESSAGE.format(op=out._ctx.name))
+    seeds = [_seed(out, g) for out, g in zip(outputs, grad_outputs)]
+    results = _run(outputs, seeds, retain_graph, {id(t): t for t in inputs})
+    grads = []
+    for t in inputs:
+        found = results.get(id(t))
+        array = np.zeros_like(t._data) if found is None else np.array(found[1], dtype=t.dtype, copy=True)
+        grads.append(Tensor._wrap_array(array, "gradient", "grad"))
+    return grads

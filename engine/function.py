@@ -1,0 +1,126 @@
+"""Function: the base of every op — forward and backward side by side — and the grad-mode switch.
+
+An op subclasses ``Function``, computes its result from raw arrays in ``forward`` (keeping on ``self`` only
+what ``backward`` needs) and returns one array; ``backward`` receives the gradient of that result and
+returns one gradient array (or None) per input. Calling an instance on Tensors runs the op, registers the
+result with the allocator chokepoint and, when gradients are needed, links the result into the graph.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from engine import config as _config
+from engine import hooks as _hooks
+from engine import memory as _memory
+from engine.tensor import Tensor
+
+_grad_enabled = True
+
+
+class no_grad:
+    """Context manager and decorator: ops inside record no graph (like ``torch.no_grad``)."""
+
+    def __enter__(self) -> None:
+        global _grad_enabled
+        self._previous, _grad_enabled = _grad_enabled, False
+
+    def __exit__(self, *exc: object) -> None:
+        global _grad_enabled
+        _grad_enabled = self._previous
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self.__class__():
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class enable_grad(no_grad):
+    def __enter__(self) -> None:
+        global _grad_enabled
+        self._previous, _grad_enabled = _grad_enabled, True
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+class Function:
+    """Base class of ops; see the module docstring for the contract."""
+
+    parents: tuple[Tensor, ...] = ()
+    needs_input_grad: tuple[bool, ...] = ()
+    module: str = ""
+    freed: bool = False
+
+    def forward(self, *arrays: Any) -> Any:
+        raise NotImplementedError
+
+    def backward(self, grad: Any) -> tuple[Any, ...]:
+        raise NotImplementedError(f"{type(self).__name__} has no gradient")
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __call__(self, *inputs: Tensor) -> Tensor:
+        needs_grad = _grad_enabled and any(t.requires_grad for t in inputs)
+        if _hooks.op_start or _hooks.op_end or _config.DEBUG:
+            return self._call_observed(inputs, needs_grad)
+        out = self.forward(*[t._data for t in inputs])
+        if type(out) is not np.ndarray:
+            out = np.asarray(out) if np.isscalar(out) or isinstance(out, np.generic) else out
+        return self._wrap(out, inputs, needs_grad)
+
+    def _wrap(self, out: Any, inputs: tuple[Tensor, ...], needs_grad: bool) -> Tensor:
+        key = _memory.register(out, "activation", type(self).__name__)
+        result = Tensor.__new__(Tensor)
+        result._data, result._mem_key, result.grad, result.name = out, key, None, None
+        if needs_grad:
+            self.parents = inputs
+            self.needs_input_grad = tuple(t.requires_grad for t in inputs)
+            self.module = _hooks.module_stack[-1]
+            result.requires_grad, result._ctx = True, self
+        else:
+            result.requires_grad, result._ctx = False, None
+        return result
+
+    def _call_observed(self, inputs: tuple[Tensor, ...], needs_grad: bool) -> Tensor:
+        arrays = [t._data for t in inputs]
+        event = None
+        if _hooks.op_start or _hooks.op_end:
+            if not _hooks._step_open and _hooks.phase == "forward":
+                _hooks.mark_step_begin()
+            event = _hooks.OpEvent(type(self).__name__, _hooks.phase, _hooks.module_stack[-1], _hooks._step,
+                                   tuple(a.shape for a in arrays), tuple(str(a.dtype) for a in arrays),
+                                   tuple(arrays), time_ns=time.perf_counter_ns())
+            if _hooks.op_start:
+                _hooks.emit(_hooks.op_start, event)
+        out = self.forward(*arrays)
+        if type(out) is not np.ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
+            out = np.asarray(out)
+        result = self._wrap(out, inputs, needs_grad)
+        if event is not None and _hooks.op_end:
+            _hooks.emit(_hooks.op_end, _ended(event, (out,)))
+        if _config.DEBUG:
+            _debug_check(type(self).__name__, out)
+        return result
+
+
+def _ended(event: _hooks.OpEvent, outputs: tuple[Any, ...]) -> _hooks.OpEvent:
+    return _hooks.OpEvent(event.op, event.phase, event.module, event.step, event.input_shapes, event.input_dtypes,
+                          event.inputs, outputs, sum(int(o.nbytes) for o in outputs if o is not None),
+                          time.perf_counter_ns())
+
+
+def _debug_check(op: str, out: Any) -> None:
+    if _config.DEBUG >= 2:
+        print(f"engine: {op} -> {getattr(out, 'shape', ())} {getattr(out, 'dtype', '')}")
+    if getattr(out, "dtype", None) is not None and out.dtype.kind in "fc" and not np.isfinite(out).all():
+        raise FloatingPointError(f"op '{op}' in module '{_hooks.module_stack[-1]}' produced NaN/Inf "
+                                 f"(FLOWSCOPE_DEBUG=1 checks every op output)")

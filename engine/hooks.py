@@ -1,0 +1,195 @@
+"""Hook points of the engine: ops, allocations, steps and input waits; near-zero cost when nobody listens.
+
+An observer is any object with a subset of the methods ``op_start(OpEvent)``, ``op_end(OpEvent)``,
+``alloc(MemoryEvent)``, ``free(MemoryEvent)``, ``step_begin(StepEvent)``, ``step_end(StepEvent)`` and
+``data_wait(DataWaitEvent)``. The engine checks a plain list per hook point, so with no observer the
+cost is one attribute load and a truth test. An exception raised by an observer is reported once (per
+observer and hook point) on stderr and the observer keeps receiving later events: observing must never
+break training. Hook state is process-global and meant for the training thread.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "step_begin", "step_end", "data_wait")
+
+# Per hook point: the bound methods of the subscribed observers. The engine tests these lists directly.
+op_start: list = []
+op_end: list = []
+alloc: list = []
+free: list = []
+step_begin: list = []
+step_end: list = []
+data_wait: list = []
+
+_observers: list[Any] = []
+_reported: set[tuple[int, str]] = set()
+
+# Where the training thread is: module path stack (the sentinel "" is the top level), phase and step.
+module_stack: list[str] = [""]
+phase: str = "forward"
+_step: int = 0
+_step_open: bool = False
+_step_start_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OpEvent:
+    """One op execution. ``outputs`` and ``output_bytes`` are empty/0 in ``op_start``."""
+
+    op: str
+    phase: str
+    module: str
+    step: int
+    input_shapes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...]
+    inputs: tuple[Any, ...]
+    outputs: tuple[Any, ...] = ()
+    output_bytes: int = 0
+    time_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEvent:
+    """An allocation or a free seen by the allocator chokepoint (``engine.memory``)."""
+
+    action: str  # "alloc" | "free"
+    bytes: int
+    device: str
+    buffer_id: int
+    category: str  # parameter | gradient | optimizer_state | activation | temporary | input
+    op: str
+    module: str
+    phase: str
+    step: int
+    shape: tuple[int, ...]
+    dtype: str
+    time_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvent:
+    step: int
+    time_ns: int
+    duration_ns: int = 0  # step_end only: time since the matching step_begin
+
+
+@dataclass(frozen=True, slots=True)
+class DataWaitEvent:
+    step: int
+    wait_ns: int
+    time_ns: int
+
+
+def subscribe(observer: Any) -> Any:
+    """Attach ``observer`` to every hook point it has a method for; returns the observer (the handle)."""
+    if any(o is observer for o in _observers):
+        return observer
+    methods = [(name, getattr(observer, name, None)) for name in HOOK_POINTS]
+    if not any(callable(m) for _, m in methods):
+        raise TypeError(f"{type(observer).__name__} has none of the hook methods {', '.join(HOOK_POINTS)}")
+    _observers.append(observer)
+    for name, method in methods:
+        if callable(method):
+            globals()[name].append(_guarded(observer, name, method))
+    return observer
+
+
+def unsubscribe(observer: Any) -> None:
+    """Detach ``observer`` from every hook point; unknown observers are ignored."""
+    kept = [o for o in _observers if o is not observer]
+    if len(kept) == len(_observers):
+        return
+    _observers[:] = kept
+    for name in HOOK_POINTS:
+        globals()[name][:] = [h for h in globals()[name] if h.observer is not observer]
+
+
+def observers() -> tuple[Any, ...]:
+    return tuple(_observers)
+
+
+class _guarded:
+    """Calls an observer's method; reports its first failure per hook point and swallows the rest."""
+
+    __slots__ = ("observer", "name", "method")
+
+    def __init__(self, observer: Any, name: str, method: Any) -> None:
+        self.observer, self.name, self.method = observer, name, method
+
+    def __call__(self, event: Any) -> None:
+        try:
+            self.method(event)
+        except Exception as error:  # noqa: BLE001 - observing must never break training
+            key = (id(self.observer), self.name)
+            if key not in _reported:
+                _reported.add(key)
+                print(f"engine.hooks: observer {type(self.observer).__name__}.{self.name} failed and is "
+                      f"skipped for this event ({type(error).__name__}: {error}); further failures are not "
+                      "reported", file=sys.stderr)
+
+
+def emit(points: list, event: Any) -> None:
+    for hook in points:
+        hook(event)
+
+
+# --- where the training thread is -------------------------------------------------------------------
+
+def current_step() -> int:
+    """The index of the training step in progress (0 before the first ``optimizer.step()``)."""
+    return _step
+
+
+def current_module() -> str:
+    """Dotted path of the innermost ``Module`` being called ("" outside any module)."""
+    return module_stack[-1]
+
+
+def current_phase() -> str:
+    return phase
+
+
+def set_phase(name: str) -> str:
+    """Set the phase (``forward``/``backward``/``optimizer``) and return the previous one."""
+    global phase
+    previous, phase = phase, name
+    return previous
+
+
+def mark_step_begin() -> None:
+    """Open the current step if it is not open yet (the data pipeline and ``fit`` call this)."""
+    global _step_open, _step_start_ns
+    if _step_open:
+        return
+    _step_open = True
+    _step_start_ns = time.perf_counter_ns()
+    if step_begin:
+        emit(step_begin, StepEvent(_step, _step_start_ns))
+
+
+def mark_step_end() -> None:
+    """Close the current step (``optimizer.step()`` calls this) and advance the step counter."""
+    global _step_open, _step
+    if not _step_open:
+        mark_step_begin()
+    now = time.perf_counter_ns()
+    if step_end:
+        emit(step_end, StepEvent(_step, now, now - _step_start_ns))
+    _step_open = False
+    _step += 1
+
+
+def report_data_wait(wait_ns: int) -> None:
+    """Record time the training thread spent blocked on the input pipeline."""
+    if data_wait:
+        emit(data_wait, DataWaitEvent(_step, int(wait_ns), time.perf_counter_ns()))
+
+
+def reset_step(step: int = 0) -> None:
+    """Restart step counting (a new training run in the same process)."""
+    global _step, _step_open
+    _step, _step_open = int(step), False

@@ -1,0 +1,154 @@
+"""The one allocator chokepoint: every buffer the engine holds is registered here, per device.
+
+A tensor's array is registered when the tensor is created and released when the tensor dies. Views
+(reshape, transpose, detach) share their base buffer: the buffer is counted once, with a reference count,
+and freed when its last tensor dies. The limit is checked when a result is handed to the engine, before
+any tensor, graph node or gradient refers to it, so an ``OutOfMemoryError`` leaves training state intact.
+NumPy's scratch space inside a single op is not counted; on CUDA the device's own limit applies too.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine import hooks as _hooks
+from engine.backend import device_of
+
+
+class OutOfMemoryError(MemoryError):
+    """Raised when an allocation would exceed the device's limit; nothing has been changed yet."""
+
+    def __init__(self, requested_bytes: int, allocated_bytes: int, limit_bytes: int, device: str, op: str,
+                 module: str) -> None:
+        self.requested_bytes, self.allocated_bytes, self.limit_bytes = requested_bytes, allocated_bytes, limit_bytes
+        self.device, self.op, self.module = device, op, module
+        where = f"op '{op}'" if op else "a tensor"
+        if module:
+            where += f" in module '{module}'"
+        super().__init__(
+            f"out of memory on {device}: {where} requested {format_bytes(requested_bytes)} "
+            f"({requested_bytes} bytes) with {format_bytes(allocated_bytes)} ({allocated_bytes} bytes) in use "
+            f"and a limit of {format_bytes(limit_bytes)} ({limit_bytes} bytes)")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStats:
+    device: str
+    allocated_bytes: int
+    peak_bytes: int
+    reserved_bytes: int
+    live_tensors: int
+    live_buffers: int
+    limit_bytes: int | None
+
+
+class _DeviceState:
+    __slots__ = ("allocated", "peak", "live_tensors", "live_buffers", "limit")
+
+    def __init__(self) -> None:
+        self.allocated = self.peak = self.live_tensors = self.live_buffers = 0
+        self.limit: int | None = None
+
+
+_devices: dict[str, _DeviceState] = {"cpu": _DeviceState()}
+# id(root buffer) -> [bytes, tensor references, device state, device name, category]
+_buffers: dict[int, list] = {}
+
+
+def _state(device: str) -> _DeviceState:
+    state = _devices.get(device)
+    if state is None:
+        state = _devices[device] = _DeviceState()
+    return state
+
+
+def _root(array: Any) -> Any:
+    base = array.base
+    while base is not None and hasattr(base, "nbytes") and hasattr(base, "base"):
+        array, base = base, base.base
+    return array
+
+
+def register(array: Any, category: str = "activation", op: str = "") -> int:
+    """Account for ``array`` (held by a new tensor); returns the key to pass to :func:`release`."""
+    root = array if array.base is None else _root(array)
+    key = id(root)
+    entry = _buffers.get(key)
+    if entry is not None:
+        entry[1] += 1
+        entry[2].live_tensors += 1
+        return key
+    device = "cpu" if type(array) is np.ndarray else device_of(array)
+    state = _devices["cpu"] if device == "cpu" else _state(device)
+    nbytes = root.nbytes
+    allocated = state.allocated + nbytes
+    if state.limit is not None and allocated > state.limit:
+        raise OutOfMemoryError(nbytes, state.allocated, state.limit, device, op, _hooks.module_stack[-1])
+    state.allocated = allocated
+    if allocated > state.peak:
+        state.peak = allocated
+    state.live_tensors += 1
+    state.live_buffers += 1
+    _buffers[key] = [nbytes, 1, state, device, category]
+    if _hooks.alloc:
+        _hooks.emit(_hooks.alloc, _event("alloc", nbytes, device, key, category, op, array))
+    return key
+
+
+def release(key: int) -> None:
+    """Drop one tensor's reference to a registered buffer; the buffer is freed with its last reference."""
+    entry = _buffers.get(key)
+    if entry is None:
+        return
+    state = entry[2]
+    state.live_tensors -= 1
+    entry[1] -= 1
+    if entry[1]:
+        return
+    del _buffers[key]
+    state.allocated -= entry[0]
+    state.live_buffers -= 1
+    if _hooks.free:
+        _hooks.emit(_hooks.free, _event("free", entry[0], entry[3], key, entry[4], "", None))
+
+
+def _event(action: str, nbytes: int, device: str, key: int, category: str, op: str, array: Any) -> _hooks.MemoryEvent:
+    shape = tuple(array.shape) if array is not None else ()
+    dtype = str(array.dtype) if array is not None else ""
+    return _hooks.MemoryEvent(action, nbytes, device, key, category, op, _hooks.module_stack[-1], _hooks.phase,
+                              _hooks._step, shape, dtype, time.perf_counter_ns())
+
+
+def stats(device: str = "cpu") -> MemoryStats:
+    """Allocated, peak and live-tensor counts of ``device`` as the engine sees them."""
+    state = _state(device)
+    return MemoryStats(device, state.allocated, state.peak, state.allocated, state.live_tensors,
+                       state.live_buffers, state.limit)
+
+
+def set_limit(limit_bytes: int | None, device: str = "cpu") -> None:
+    """Cap the bytes the engine may hold on ``device`` (None removes the cap)."""
+    if limit_bytes is not None and (not isinstance(limit_bytes, (int, np.integer)) or limit_bytes < 0):
+        raise ValueError(f"memory limit must be a non-negative number of bytes or None, got {limit_bytes!r}")
+    _state(device).limit = None if limit_bytes is None else int(limit_bytes)
+
+
+def reset_peak(device: str = "cpu") -> None:
+    state = _state(device)
+    state.peak = state.allocated
+
+
+def live_buffers() -> list[tuple[int, int, str, str, int]]:
+    """(buffer id, bytes, device, category, tensor references) of every live buffer."""
+    return [(key, e[0], e[3], e[4], e[1]) for key, e in _buffers.items()]
+
+
+def format_bytes(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(count) < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"

@@ -1,0 +1,51 @@
+"""Helpers shared by ops: operand coercion and reducing a broadcast gradient back to its input's shape."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine import config as _config
+from engine.tensor import Tensor
+
+
+def as_tensor(value: Any, like: Tensor | None = None) -> Tensor:
+    """``value`` as a Tensor; Python numbers take the dtype of ``like`` (weak typing, as in PyTorch)."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (bool, int, float)) and like is not None:
+        dtype = like._data.dtype
+        if isinstance(value, float) and dtype.kind != "f":
+            dtype = np.dtype(_config.DEFAULT_DTYPE)
+        elif isinstance(value, int) and not isinstance(value, bool) and dtype.kind == "b":
+            dtype = np.dtype("int64")
+        return Tensor._wrap_array(np.asarray(value, dtype=dtype), "input", "constant")
+    return Tensor(value)
+
+
+def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum ``grad`` over the axes along which an input of ``shape`` was broadcast."""
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape) if size == 1 and grad.shape[lead + i] != 1)
+    return grad.sum(axis=axes).reshape(shape)
+
+
+def broadcast_error(op: str, a: Tensor, b: Tensor) -> ValueError:
+    return ValueError(f"{op}: shapes {a.shape} ({a.dtype}) and {b.shape} ({b.dtype}) cannot be broadcast together")
+
+
+def normalize_axis(axis: Any, ndim: int) -> tuple[int, ...] | None:
+    """``axis`` (None, int or sequence) as a sorted tuple of non-negative axes; None means all."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    result = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1):
+            raise ValueError(f"axis {a} is out of range for a tensor with {ndim} dimensions")
+        result.append(int(a) % max(ndim, 1))
+    if len(set(result)) != len(result):
+        raise ValueError(f"repeated axis in {axis}")
+    return tuple(sorted(result))

@@ -1,0 +1,69 @@
+"""Comparisons (results carry no gradient) and ``where``, which routes the gradient by a condition."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.function import Function
+from engine.ops._util import as_tensor, unbroadcast
+from engine.tensor import Tensor
+
+
+def _compare(ufunc: Any, a: Any, b: Any) -> Tensor:
+    a_t = a if isinstance(a, Tensor) else None
+    b = as_tensor(b, a_t)
+    a = as_tensor(a, b)
+    try:
+        out = ufunc(a._data, b._data)
+    except ValueError:
+        raise ValueError(f"{ufunc.__name__}: shapes {a.shape} and {b.shape} cannot be broadcast together") from None
+    return Tensor._wrap_array(np.asarray(out), "activation", ufunc.__name__)
+
+
+def less(a: Any, b: Any) -> Tensor:
+    return _compare(np.less, a, b)
+
+
+def less_equal(a: Any, b: Any) -> Tensor:
+    return _compare(np.less_equal, a, b)
+
+
+def greater(a: Any, b: Any) -> Tensor:
+    return _compare(np.greater, a, b)
+
+
+def greater_equal(a: Any, b: Any) -> Tensor:
+    return _compare(np.greater_equal, a, b)
+
+
+def equal(a: Any, b: Any) -> Tensor:
+    return _compare(np.equal, a, b)
+
+
+def not_equal(a: Any, b: Any) -> Tensor:
+    return _compare(np.not_equal, a, b)
+
+
+class Where(Function):
+    def __init__(self, condition: np.ndarray) -> None:
+        self.condition = condition
+
+    def forward(self, a, b):
+        self.a_shape, self.b_shape = a.shape, b.shape
+        return np.where(self.condition, a, b)
+
+    def backward(self, grad):
+        zero = np.zeros((), dtype=grad.dtype)
+        ga = unbroadcast(np.where(self.condition, grad, zero), self.a_shape) if self.needs_input_grad[0] else None
+        gb = unbroadcast(np.where(self.condition, zero, grad), self.b_shape) if self.needs_input_grad[1] else None
+        return ga, gb
+
+
+def where(condition: Any, a: Any, b: Any) -> Tensor:
+    """Elements of ``a`` where ``condition`` holds, else of ``b`` (broadcast together)."""
+    cond = condition._data if isinstance(condition, Tensor) else np.asarray(condition)
+    a_t = a if isinstance(a, Tensor) else None
+    b = as_tensor(b, a_t)
+    a = as_tensor(a, b)
+    return Where(cond.astype(bool, copy=False))(a, b)

@@ -1,0 +1,107 @@
+"""Elementwise math: exp, log, sqrt, abs, clip, and dtype casts."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.function import Function
+from engine.tensor import Tensor, _as_dtype
+
+
+class Exp(Function):
+    def forward(self, x):
+        self.out = np.exp(x)
+        return self.out
+
+    def backward(self, grad):
+        return (grad * self.out,)
+
+
+class Log(Function):
+    def forward(self, x):
+        self.x = x
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(x)
+
+    def backward(self, grad):
+        return (grad / self.x,)
+
+
+class Sqrt(Function):
+    def forward(self, x):
+        with np.errstate(invalid="ignore"):
+            self.out = np.sqrt(x)
+        return self.out
+
+    def backward(self, grad):
+        with np.errstate(divide="ignore"):
+            return (grad / (2 * self.out),)
+
+
+class Abs(Function):
+    def forward(self, x):
+        self.sign = np.sign(x)
+        return np.abs(x)
+
+    def backward(self, grad):
+        return (grad * self.sign,)
+
+
+class Clip(Function):
+    """Clamp into [low, high]; the gradient passes where the input was inside the bounds (inclusive)."""
+
+    def __init__(self, low: Any, high: Any) -> None:
+        if low is None and high is None:
+            raise ValueError("clip needs at least one of min and max")
+        self.low, self.high = low, high
+
+    def forward(self, x):
+        self.inside = np.ones(x.shape, dtype=bool)
+        if self.low is not None:
+            self.inside &= x >= self.low
+        if self.high is not None:
+            self.inside &= x <= self.high
+        return np.clip(x, self.low, self.high)
+
+    def backward(self, grad):
+        return (grad * self.inside,)
+
+
+class Cast(Function):
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = _as_dtype(dtype)
+
+    def forward(self, x):
+        self.source = x.dtype
+        return x.astype(self.dtype)
+
+    def backward(self, grad):
+        return (grad.astype(self.source),)
+
+
+def exp(x: Tensor) -> Tensor:
+    return Exp()(x)
+
+
+def log(x: Tensor) -> Tensor:
+    return Log()(x)
+
+
+def sqrt(x: Tensor) -> Tensor:
+    return Sqrt()(x)
+
+
+def abs(x: Tensor) -> Tensor:
+    return Abs()(x)
+
+
+def clip(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    return Clip(min, max)(x)
+
+
+def cast(x: Tensor, dtype: Any) -> Tensor:
+    result = Cast(dtype)(x)
+    if result.requires_grad and result.dtype.kind != "f":
+        result.requires_grad, result._ctx = False, None
+    return result

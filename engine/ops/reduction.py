@@ -1,0 +1,92 @@
+"""Reductions over one, several or all axes: sum, mean, max, min (and argmax, which has no gradient)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.function import Function
+from engine.ops._util import normalize_axis
+from engine.tensor import Tensor
+
+
+def _expand(grad: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdims: bool) -> np.ndarray:
+    """Reshape a reduced gradient so it broadcasts against the input of ``shape``."""
+    if axes is None:
+        return grad.reshape((1,) * len(shape))
+    if keepdims:
+        return grad
+    return np.expand_dims(grad, axes)
+
+
+class Sum(Function):
+    def __init__(self, axis: Any = None, keepdims: bool = False) -> None:
+        self.axis, self.keepdims = axis, keepdims
+
+    def forward(self, x):
+        self.shape = x.shape
+        self.axes = normalize_axis(self.axis, x.ndim)
+        return x.sum(axis=self.axes, keepdims=self.keepdims)
+
+    def backward(self, grad):
+        return (np.broadcast_to(_expand(grad, self.shape, self.axes, self.keepdims), self.shape).copy(),)
+
+
+class Mean(Sum):
+    def forward(self, x):
+        self.shape = x.shape
+        self.axes = normalize_axis(self.axis, x.ndim)
+        self.count = x.size if self.axes is None else int(np.prod([x.shape[a] for a in self.axes]))
+        return x.mean(axis=self.axes, keepdims=self.keepdims)
+
+    def backward(self, grad):
+        (g,) = super().backward(grad)
+        g /= max(self.count, 1)
+        return (g,)
+
+
+class Max(Function):
+    """Maximum; the gradient is shared equally among tied maxima (as ``torch.amax``)."""
+
+    reduce = staticmethod(np.max)
+
+    def __init__(self, axis: Any = None, keepdims: bool = False) -> None:
+        self.axis, self.keepdims = axis, keepdims
+
+    def forward(self, x):
+        if x.size == 0:
+            raise ValueError(f"{self.name.lower()} of an empty tensor (shape {x.shape}) has no identity")
+        self.x = x
+        self.axes = normalize_axis(self.axis, x.ndim)
+        self.out = self.reduce(x, axis=self.axes, keepdims=True)
+        return self.out if self.keepdims else (self.out.reshape(()) if self.axes is None else
+                                                np.squeeze(self.out, axis=self.axes))
+
+    def backward(self, grad):
+        mask = self.x == self.out
+        count = mask.sum(axis=self.axes, keepdims=True)
+        return (_expand(grad, self.x.shape, self.axes, self.keepdims) * mask / count,)
+
+
+class Min(Max):
+    reduce = staticmethod(np.min)
+
+
+def sum(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+    return Sum(axis, keepdims)(x)
+
+
+def mean(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+    return Mean(axis, keepdims)(x)
+
+
+def max(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+    return Max(axis, keepdims)(x)
+
+
+def min(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+    return Min(axis, keepdims)(x)
+
+
+def argmax(x: Tensor, axis: Any = None) -> Tensor:
+    return Tensor._wrap_array(np.asarray(np.argmax(x._data, axis=axis)), "activation", "argmax")

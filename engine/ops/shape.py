@@ -1,0 +1,154 @@
+"""Shape ops: reshape, transpose, flatten, concat, stack, and indexing (basic and integer-array)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.function import Function
+from engine.ops._util import as_tensor
+from engine.tensor import Tensor
+
+
+class Reshape(Function):
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def forward(self, x):
+        self.in_shape = x.shape
+        try:
+            return x.reshape(self.shape)
+        except ValueError:
+            raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) into "
+                             f"{self.shape}") from None
+
+    def backward(self, grad):
+        return (grad.reshape(self.in_shape),)
+
+
+class Transpose(Function):
+    def __init__(self, axes: tuple[int, ...] | None) -> None:
+        self.axes = axes
+
+    def forward(self, x):
+        if self.axes is not None and sorted(a % max(x.ndim, 1) for a in self.axes) != list(range(x.ndim)):
+            raise ValueError(f"transpose axes {self.axes} are not a permutation of the {x.ndim} axes of {x.shape}")
+        return np.transpose(x, self.axes)
+
+    def backward(self, grad):
+        inverse = None if self.axes is None else tuple(np.argsort([a % grad.ndim for a in self.axes]))
+        return (np.transpose(grad, inverse),)
+
+
+class Concat(Function):
+    def __init__(self, axis: int) -> None:
+        self.axis = axis
+
+    def forward(self, *xs):
+        self.sizes = [x.shape[self.axis] for x in xs]
+        return np.concatenate(xs, axis=self.axis)
+
+    def backward(self, grad):
+        return tuple(np.split(grad, np.cumsum(self.sizes)[:-1], axis=self.axis))
+
+
+class Stack(Function):
+    def __init__(self, axis: int) -> None:
+        self.axis = axis
+
+    def forward(self, *xs):
+        return np.stack(xs, axis=self.axis)
+
+    def backward(self, grad):
+        return tuple(np.moveaxis(grad, self.axis, 0))
+
+
+class GetItem(Function):
+    """``x[index]``; with integer-array indices the gradient is scatter-added (repeated indices add up)."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        parts = index if isinstance(index, tuple) else (index,)
+        self.advanced = any(isinstance(p, (np.ndarray, list)) for p in parts)
+
+    def forward(self, x):
+        self.shape, self.dtype = x.shape, x.dtype
+        try:
+            out = x[self.index]
+        except IndexError as error:
+            raise IndexError(f"index {_describe(self.index)} is invalid for a tensor of shape {x.shape}: {error}") from None
+        return np.array(out) if self.advanced or not isinstance(out, np.ndarray) else out
+
+    def backward(self, grad):
+        full = np.zeros(self.shape, dtype=grad.dtype)
+        if self.advanced:
+            np.add.at(full, self.index, grad)
+        else:
+            full[self.index] = grad
+        return (full,)
+
+
+def _describe(index: Any) -> str:
+    parts = index if isinstance(index, tuple) else (index,)
+    return "[" + ", ".join(f"array{p.shape}" if isinstance(p, np.ndarray) else repr(p) for p in parts) + "]"
+
+
+def _plain_index(index: Any) -> Any:
+    if isinstance(index, tuple):
+        return tuple(_plain_index(p) for p in index)
+    if isinstance(index, Tensor):
+        return index._data
+    if isinstance(index, list):
+        return np.asarray(index)
+    return index
+
+
+def reshape(x: Tensor, *shape: Any) -> Tensor:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return Reshape(tuple(int(s) for s in shape))(x)
+
+
+def transpose(x: Tensor, *axes: Any) -> Tensor:
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    return Transpose(tuple(axes) if axes else None)(x)
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    ndim = max(x.ndim, 1)
+    start, end = start_dim % ndim, end_dim % ndim
+    shape = x.shape[:start] + (-1,) + x.shape[end + 1:] if x.ndim else (1,)
+    return reshape(x, shape)
+
+
+def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
+    tensors = [as_tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("concat needs at least one tensor")
+    _check_same(tensors, "concat", skip_axis=axis)
+    return Concat(axis)(*tensors)
+
+
+def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
+    tensors = [as_tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("stack needs at least one tensor")
+    _check_same(tensors, "stack", skip_axis=None)
+    return Stack(axis)(*tensors)
+
+
+def _check_same(tensors: list[Tensor], op: str, skip_axis: int | None) -> None:
+    first = tensors[0].shape
+    for t in tensors[1:]:
+        a, b = list(first), list(t.shape)
+        if skip_axis is not None and len(a) == len(b) and a:
+            a.pop(skip_axis % len(a)), b.pop(skip_axis % len(b))
+        if a != b:
+            shapes = ", ".join(str(t.shape) for t in tensors)
+            where = f" except along axis {skip_axis}" if skip_axis is not None else ""
+            raise ValueError(f"{op}: all tensors need the same shape{where}, got {shapes}")
+
+
+def getitem(x: Tensor, index: Any) -> Tensor:
+    return GetItem(_plain_index(index))(x)

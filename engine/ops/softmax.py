@@ -1,0 +1,43 @@
+"""Numerically stable softmax and log-softmax along one axis."""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.function import Function
+from engine.tensor import Tensor
+
+
+class Softmax(Function):
+    def __init__(self, axis: int = -1) -> None:
+        self.axis = axis
+
+    def forward(self, x):
+        shifted = x - x.max(axis=self.axis, keepdims=True)
+        e = np.exp(shifted)
+        self.out = e / e.sum(axis=self.axis, keepdims=True)
+        return self.out
+
+    def backward(self, grad):
+        y = self.out
+        return (y * (grad - (grad * y).sum(axis=self.axis, keepdims=True)),)
+
+
+class LogSoftmax(Function):
+    def __init__(self, axis: int = -1) -> None:
+        self.axis = axis
+
+    def forward(self, x):
+        shifted = x - x.max(axis=self.axis, keepdims=True)
+        self.out = shifted - np.log(np.exp(shifted).sum(axis=self.axis, keepdims=True))
+        return self.out
+
+    def backward(self, grad):
+        return (grad - np.exp(self.out) * grad.sum(axis=self.axis, keepdims=True),)
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    return Softmax(axis)(x)
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    return LogSoftmax(axis)(x)

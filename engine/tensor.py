@@ -1,0 +1,240 @@
+"""Tensor: an array, its gradient and the graph node that produced it."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from engine import config as _config
+from engine import memory as _memory
+from engine.backend import device_of
+
+_FLOAT_KINDS = "f"
+
+
+def _as_dtype(dtype: Any) -> np.dtype:
+    try:
+        return np.dtype(dtype)
+    except TypeError as error:
+        raise TypeError(f"unknown dtype {dtype!r}: pass a NumPy dtype or its name such as 'float32'") from error
+
+
+class Tensor:
+    """An n-dimensional array with reverse-mode autodiff; create with :func:`engine.tensor`."""
+
+    __slots__ = ("_data", "_mem_key", "_ctx", "requires_grad", "grad", "name", "__weakref__")
+    __array_priority__ = 1000  # numpy scalars/arrays on the left defer to Tensor's reflected operators
+
+    def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False, name: str | None = None,
+                 _category: str = "input") -> None:
+        if isinstance(data, Tensor):
+            data = data._data
+        if dtype is not None:
+            array = np.array(data, dtype=_as_dtype(dtype))
+        else:
+            array = np.array(data)
+            if array.dtype == np.float64 and not _is_float64_source(data):
+                array = array.astype(_config.DEFAULT_DTYPE)
+            elif array.dtype.kind not in "fiub":
+                raise TypeError(f"cannot make a tensor from {type(data).__name__} of dtype {array.dtype}; "
+                                "supported: float32, float64, int32, int64, bool")
+        if requires_grad and array.dtype.kind not in _FLOAT_KINDS:
+            raise TypeError(f"only floating-point tensors can require gradients, got dtype {array.dtype} "
+                            f"(name={name!r}, shape={array.shape})")
+        self._mem_key = _memory.register(array, _category, "tensor")
+        self._data = array
+        self._ctx = None
+        self.requires_grad = bool(requires_grad)
+        self.grad: Tensor | None = None
+        self.name = name
+
+    @classmethod
+    def _wrap_array(cls, array: Any, category: str, op: str = "", requires_grad: bool = False) -> Tensor:
+        """A tensor around an array the engine made (no copy)."""
+        key = _memory.register(array, category, op)
+        t = cls.__new__(cls)
+        t._data, t._mem_key, t._ctx, t.requires_grad, t.grad, t.name = array, key, None, requires_grad, None, None
+        return t
+
+    def __del__(self) -> None:
+        try:
+            _memory.release(self._mem_key)
+        except (AttributeError, TypeError):  # half-built tensor, or interpreter shutdown
+            pass
+
+    # --- attributes ---------------------------------------------------------------------------------
+    @property
+    def data(self) -> Any:
+        """The underlying array; writable in place under ``engine.no_grad()``."""
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        array = value._data if isinstance(value, Tensor) else np.asarray(value)
+        if array.shape != self._data.shape:
+            raise ValueError(f"cannot assign data of shape {array.shape} to a tensor of shape {self._data.shape}")
+        key = _memory.register(array, "input", "data")
+        _memory.release(self._mem_key)
+        self._data, self._mem_key = array, key
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        return self._data.size
+
+    @property
+    def device(self) -> str:
+        return device_of(self._data)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ctx is None
+
+    @property
+    def grad_fn(self) -> Any:
+        return self._ctx
+
+    def __len__(self) -> int:
+        if not self._data.ndim:
+            raise TypeError("len() of a 0-d tensor")
+        return len(self._data)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        extra = ", requires_grad=True" if self.requires_grad else ""
+        extra += f", grad_fn={self._ctx.name}" if self._ctx is not None else ""
+        extra += f", name={self.name!r}" if self.name else ""
+        body = np.array2string(self._data, separator=", ", prefix="tensor(", threshold=200)
+        return f"tensor({body}, dtype={self._data.dtype}{extra})"
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self.numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    # --- conversion ---------------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array (a view on the CPU; a copy from a GPU)."""
+        data = self._data
+        return data if type(data) is np.ndarray else data.get()
+
+    def item(self) -> Any:
+        if self._data.size != 1:
+            raise ValueError(f"item() needs a tensor with one element, got shape {self._data.shape}")
+        return self._data.reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this one's data, outside the graph."""
+        return Tensor._wrap_array(self._data.view(), "activation", "detach")
+
+    def astype(self, dtype: Any) -> Tensor:
+        return _ops.cast(self, dtype)
+
+    def zero_(self) -> Tensor:
+        self._data[...] = 0
+        return self
+
+    def requires_grad_(self, flag: bool = True) -> Tensor:
+        if flag and self._data.dtype.kind not in _FLOAT_KINDS:
+            raise TypeError(f"only floating-point tensors can require gradients, got dtype {self._data.dtype}")
+        if not self.is_leaf:
+            raise RuntimeError("requires_grad_ can only change leaf tensors; use detach() first")
+        self.requires_grad = bool(flag)
+        return self
+
+    def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``; the graph is freed unless ``retain_graph``."""
+        _autograd.backward(self, grad, retain_graph)
+
+    # --- operators ----------------------------------------------------------------------------------
+    def __add__(self, other: Any) -> Tensor: return _ops.add(self, other)
+    def __radd__(self, other: Any) -> Tensor: return _ops.add(other, self)
+    def __sub__(self, other: Any) -> Tensor: return _ops.sub(self, other)
+    def __rsub__(self, other: Any) -> Tensor: return _ops.sub(other, self)
+    def __mul__(self, other: Any) -> Tensor: return _ops.mul(self, other)
+    def __rmul__(self, other: Any) -> Tensor: return _ops.mul(other, self)
+    def __truediv__(self, other: Any) -> Tensor: return _ops.div(self, other)
+    def __rtruediv__(self, other: Any) -> Tensor: return _ops.div(other, self)
+    def __matmul__(self, other: Any) -> Tensor: return _ops.matmul(self, other)
+    def __rmatmul__(self, other: Any) -> Tensor: return _ops.matmul(other, self)
+    def __pow__(self, other: Any) -> Tensor: return _ops.pow(self, other)
+    def __rpow__(self, other: Any) -> Tensor: return _ops.pow(other, self)
+    def __neg__(self) -> Tensor: return _ops.neg(self)
+    def __abs__(self) -> Tensor: return _ops.abs(self)
+    def __lt__(self, other: Any) -> Tensor: return _ops.less(self, other)
+    def __le__(self, other: Any) -> Tensor: return _ops.less_equal(self, other)
+    def __gt__(self, other: Any) -> Tensor: return _ops.greater(self, other)
+    def __ge__(self, other: Any) -> Tensor: return _ops.greater_equal(self, other)
+    def __eq__(self, other: Any) -> Tensor: return _ops.equal(self, other)  # type: ignore[override]
+    def __ne__(self, other: Any) -> Tensor: return _ops.not_equal(self, other)  # type: ignore[override]
+    def __getitem__(self, index: Any) -> Tensor: return _ops.getitem(self, index)
+
+    # --- methods --------------------------------------------------------------------------------------
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor: return _ops.sum(self, axis, keepdims)
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor: return _ops.mean(self, axis, keepdims)
+    def max(self, axis: Any = None, keepdims: bool = False) -> Tensor: return _ops.max(self, axis, keepdims)
+    def min(self, axis: Any = None, keepdims: bool = False) -> Tensor: return _ops.min(self, axis, keepdims)
+    def argmax(self, axis: Any = None) -> Tensor: return _ops.argmax(self, axis)
+    def reshape(self, *shape: Any) -> Tensor: return _ops.reshape(self, *shape)
+    def transpose(self, *axes: Any) -> Tensor: return _ops.transpose(self, *axes)
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor: return _ops.flatten(self, start_dim, end_dim)
+    def exp(self) -> Tensor: return _ops.exp(self)
+    def log(self) -> Tensor: return _ops.log(self)
+    def sqrt(self) -> Tensor: return _ops.sqrt(self)
+    def abs(self) -> Tensor: return _ops.abs(self)
+    def clip(self, min: Any = None, max: Any = None) -> Tensor: return _ops.clip(self, min, max)
+    def tanh(self) -> Tensor: return _ops.tanh(self)
+    def sigmoid(self) -> Tensor: return _ops.sigmoid(self)
+    def relu(self) -> Tensor: return _ops.relu(self)
+    def leaky_relu(self, negative_slope: float = 0.01) -> Tensor: return _ops.leaky_relu(self, negative_slope)
+    def gelu(self) -> Tensor: return _ops.gelu(self)
+    def softmax(self, axis: int = -1) -> Tensor: return _ops.softmax(self, axis)
+    def log_softmax(self, axis: int = -1) -> Tensor: return _ops.log_softmax(self, axis)
+
+    @property
+    def T(self) -> Tensor:
+        return _ops.transpose(self)
+
+
+def _is_float64_source(data: Any) -> bool:
+    """True when the caller handed over float64 arrays on purpose (NumPy float64), not Python floats."""
+    if isinstance(data, np.ndarray):
+        return data.dtype == np.float64
+    return isinstance(data, np.floating) and data.dtype == np.float64
+
+
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, name: str | None = None) -> Tensor:
+    """Make a tensor from array-like ``data`` (copied). Python floats become float32, NumPy arrays keep
+    their dtype; ``dtype`` takes NumPy dtypes or names such as ``"float64"``."""
+    return Tensor(data, dtype=dtype, requires_grad=requires_grad, name=name)
+
+
+from engine import autograd as _autograd  # noqa: E402  (cycle: autograd and ops build on Tensor)
+from engine import ops as _ops  # noqa: E402
