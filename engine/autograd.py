@@ -1,6 +1,7 @@
 """Reverse-mode differentiation over the graph of Function nodes: ``backward`` and ``grad``."""
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Sequence
 
@@ -50,6 +51,9 @@ def _seed(output: Tensor, grad: Any) -> np.ndarray:
     if array.shape != output.shape:
         raise ValueError(f"grad of shape {array.shape} does not match the output's shape {output.shape}")
     return array.astype(output.dtype, copy=True)
+
+
+_OWNED_REFS = 3
 
 
 class _Pending:
@@ -166,15 +170,21 @@ def backward(output: Tensor, grad: Any = None, retain_graph: bool = False) -> No
     if output._ctx is not None and output._ctx.freed:
         raise RuntimeError(_FREED_MESSAGE.format(op=output._ctx.name))
     seed = _seed(output, grad)
-    for leaf, array in _run([output], [seed], retain_graph, None).values():
+    results = _run([output], [seed], retain_graph, None)
+    while results:
+        leaf, array = results.popitem()[1]
         _accumulate(leaf, array)
+        del array
 
 
 def _accumulate(leaf: Tensor, array: np.ndarray) -> None:
     if array.dtype != leaf._data.dtype:
         array = array.astype(leaf._data.dtype)
     if leaf.grad is None:
-        leaf.grad = Tensor._wrap_array(np.array(array, copy=True), "gradient", "grad")
+        # NOTE: a gradient array nobody else holds (the caller's loop variable, our argument and
+        # getrefcount's own) becomes .grad as is; a shared one (Add hands one array to both inputs) is copied.
+        owned = type(array) is np.ndarray and array.base is None and sys.getrefcount(array) <= _OWNED_REFS
+        leaf.grad = Tensor._wrap_array(array if owned else np.array(array, copy=True), "gradient", "grad")
     else:
         leaf.grad._data += array
 

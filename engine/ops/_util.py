@@ -20,6 +20,8 @@ def as_tensor(value: Any, like: Tensor | None = None) -> Tensor:
         elif isinstance(value, int) and not isinstance(value, bool) and dtype.kind == "b":
             dtype = np.dtype("int64")
         return Tensor._wrap_array(np.asarray(value, dtype=dtype), "input", "constant")
+    if type(value) is np.ndarray and value.dtype.kind in "fiub":
+        return Tensor._wrap_array(value, "input", "constant")  # ops never write to their inputs: no copy
     return Tensor(value)
 
 
@@ -29,7 +31,8 @@ def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         return grad
     lead = grad.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape) if size == 1 and grad.shape[lead + i] != 1)
-    return grad.sum(axis=axes).reshape(shape)
+    reduced = grad.sum(axis=axes)
+    return reduced if reduced.shape == shape else reduced.reshape(shape)
 
 
 def broadcast_error(op: str, a: Tensor, b: Tensor) -> ValueError:

@@ -124,6 +124,9 @@ class MatMul(Function):
 
     def backward(self, grad):
         a, b = self.a, self.b
+        if a.ndim == 2 and b.ndim == 2:
+            return (grad @ b.T if self.needs_input_grad[0] else None,
+                    a.T @ grad if self.needs_input_grad[1] else None)
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
         g = grad

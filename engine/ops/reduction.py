@@ -1,6 +1,7 @@
 """Reductions over one, several or all axes: sum, mean, max, min (and argmax, which has no gradient)."""
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ class Mean(Sum):
 
     def backward(self, grad):
         (g,) = super().backward(grad)
-        g /= max(self.count, 1)
+        g /= builtins.max(self.count, 1)
         return (g,)
 
 

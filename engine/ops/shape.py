@@ -77,7 +77,7 @@ class GetItem(Function):
             out = x[self.index]
         except IndexError as error:
             raise IndexError(f"index {_describe(self.index)} is invalid for a tensor of shape {x.shape}: {error}") from None
-        return np.array(out) if self.advanced or not isinstance(out, np.ndarray) else out
+        return out if isinstance(out, np.ndarray) else np.asarray(out)
 
     def backward(self, grad):
         full = np.zeros(self.shape, dtype=grad.dtype)
