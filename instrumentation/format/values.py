@@ -57,9 +57,14 @@ SummaryValue = ScalarValue | HistogramValue | TextValue | PluginValue
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One decoded Event record. `values` is empty for file_version / non-summary events."""
+    """One decoded Event record. `values` is empty for file_version / non-summary events.
+
+    `session_status` is "START", "STOP" or "CHECKPOINT" for a SessionLog event: a START at step S (what
+    `SummaryWriter(purge_step=S)` writes on a restart) means that earlier events with step >= S are orphaned.
+    """
 
     step: int
     wall_time: float
     values: tuple[SummaryValue, ...] = ()
     file_version: str | None = None
+    session_status: str | None = None
