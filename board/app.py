@@ -1,0 +1,58 @@
+"""The Dash application: navigation, pages, the JSON API and the request guard on one Flask server."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import dash
+from dash import Dash, dcc, html
+
+from board.api import api
+from board.config import BoardConfig
+from board.context import EXTENSION, BoardContext
+from board.data.store import LogdirStore
+from board.data.views import SmoothingCache
+from board.security import install_guard
+
+
+def create_app(config: BoardConfig, store: LogdirStore | None = None) -> Dash:
+    """A ready-to-serve app. The store is refreshed by the caller (`store.start()`), never at import time."""
+    app = Dash(
+        __name__,
+        use_pages=True,
+        pages_folder="",
+        title="flowscope",
+        update_title=None,
+        suppress_callback_exceptions=True,  # charts are created per tag, after the first layout
+        assets_folder=str(Path(__file__).parent / "assets"),
+    )
+    store = store if store is not None else LogdirStore(config.logdir, config.reload_interval)
+    app.server.extensions[EXTENSION] = BoardContext(config=config, store=store, smoothing=SmoothingCache())
+    install_guard(app.server, config.token)
+    app.server.register_blueprint(api)
+    for page in _pages():
+        page.register_callbacks(app)
+    app.layout = _shell
+    return app
+
+
+def _pages() -> list:
+    # NOTE: imported here, not at module top: dash.register_page needs an app created with use_pages first.
+    from board.pages import histograms, runs, scalars
+
+    pages = [runs, scalars, histograms]
+    for page in pages:  # what Dash does itself for modules it imports from a pages folder
+        dash.page_registry[page.__name__]["layout"] = page.layout
+    return pages
+
+
+def _shell() -> html.Div:
+    """Navigation built from the page registry, so pages added later (Dynamics, Profile, …) appear in it."""
+    pages = sorted(dash.page_registry.values(), key=lambda page: (page.get("order") or 0, page["name"]))
+    return html.Div([
+        html.Nav(className="fs-nav", children=[
+            html.Span("flowscope", className="fs-brand"),
+            *[dcc.Link(page["name"], href=page["relative_path"], className="fs-nav-link", id=f"nav-{page['module'].split('.')[-1]}")
+              for page in pages],
+        ]),
+        html.Main(dash.page_container, className="fs-main"),
+    ])

@@ -1,0 +1,66 @@
+"""`board --logdir DIR [--host] [--port] [--reload-interval] [--token]`: a thin CLI over `BoardConfig`."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import errno
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from board.config import BoardConfig
+
+_TYPES = {"logdir": Path, "host": str, "port": int, "reload_interval": float, "token": str}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> BoardConfig:
+    parser = argparse.ArgumentParser(prog="board", description="flowscope board: training logs in the browser")
+    for option in dataclasses.fields(BoardConfig):
+        flag = "--" + option.name.replace("_", "-")
+        required = option.default is dataclasses.MISSING
+        parser.add_argument(flag, dest=option.name, type=_TYPES[option.name], required=required,
+                            default=None if required else option.default, help=option.metadata["help"])
+    try:
+        return BoardConfig(**vars(parser.parse_args(argv)))
+    except ValueError as error:
+        parser.error(str(error))
+        raise  # unreachable: parser.error exits
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="board: %(message)s")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    if not config.is_loopback and config.token is None:
+        print(f"board: WARNING: serving on {config.host} without --token: anyone who can reach this address can "
+              "read your logs. Add --token SECRET, or bind to 127.0.0.1.", file=sys.stderr)
+    # NOTE: imported late so that `board --help` and argument errors answer instantly.
+    from werkzeug.serving import make_server
+
+    from board.app import create_app
+
+    app = create_app(config)
+    try:
+        server = make_server(config.host, config.port, app.server, threaded=True)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            print(f"board: port {config.port} on {config.host} is in use; choose another with --port, "
+                  "or --port 0 to pick a free one.", file=sys.stderr)
+            return 1
+        raise
+    store = app.server.extensions["flowscope"].store
+    store.start()
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    suffix = "/?token=<your token>" if config.token else "/"
+    if not config.logdir.is_dir():
+        print(f"board: {config.logdir} does not exist yet; waiting for it.", file=sys.stderr)
+    print(f"board: serving {config.logdir} at http://{host}:{server.server_port}{suffix}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        store.stop()
+        server.server_close()
+    return 0

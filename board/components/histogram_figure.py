@@ -1,0 +1,87 @@
+"""Histogram charts: TensorBoard-like offset ("ridgeline") and distribution (percentile bands) views."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from board.components.colors import run_color, with_alpha
+from board.data.histograms import BASIS_POINTS, HistogramPoint, evenly_spaced, percentiles, rebin
+
+RIDGES = 30
+BINS = 60
+_BAND_PAIRS = ((0, 8), (1, 7), (2, 6), (3, 5))  # indices into BASIS_POINTS, outermost band first
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "font": {"size": 13}, "x": 0.01, "xanchor": "left"},
+        "height": 340,
+        "margin": {"l": 60, "r": 10, "t": 30, "b": 40},
+        "plot_bgcolor": "#fff",
+        "showlegend": False,
+        **extra,
+    }
+
+
+def ridgeline_figure(title: str, run: str, points: list[HistogramPoint], *, upto_step: int | None = None) -> dict[str, Any]:
+    """Up to `RIDGES` histograms (steps <= `upto_step`), each offset upwards by its order, newest in front."""
+    shown = [p for p in points if upto_step is None or p.step <= upto_step]
+    chosen = [shown[i] for i in evenly_spaced(len(shown), RIDGES)]
+    if not chosen:
+        return {"data": [], "layout": _layout(title)}
+    low = min(p.min for p in chosen)
+    high = max(p.max for p in chosen)
+    if not np.isfinite(low) or not np.isfinite(high):
+        return {"data": [], "layout": _layout(title)}
+    if high <= low:
+        high = low + 1.0
+    grid = np.linspace(low, high, BINS + 1)
+    centres = ((grid[:-1] + grid[1:]) / 2).tolist()
+    densities = [rebin(p, grid) for p in chosen]
+    peak = max(float(d.max()) for d in densities) or 1.0
+    color = run_color(run)
+    data = []
+    for order, (point, density) in reversed(list(enumerate(zip(chosen, densities)))):
+        offset = float(order)
+        shade = 0.25 + 0.75 * (order + 1) / len(chosen)
+        ys = (offset + 2.5 * density / peak).tolist()
+        data.append({
+            "type": "scatter", "mode": "lines", "x": [low, *centres, high], "y": [offset, *ys, offset],
+            "fill": "toself", "fillcolor": with_alpha(color, 0.15 + 0.35 * shade),
+            "line": {"color": with_alpha(color, shade), "width": 1},
+            "name": f"step {point.step}", "hovertemplate": f"step {point.step}<br>%{{x:.4g}}<extra></extra>",
+        })
+    ticks = evenly_spaced(len(chosen), 8)
+    layout = _layout(
+        title,
+        xaxis={"title": {"text": "value"}},
+        yaxis={"title": {"text": "step"}, "tickvals": [float(i) for i in ticks],
+               "ticktext": [str(chosen[i].step) for i in ticks]},
+    )
+    return {"data": data, "layout": layout}
+
+
+def distribution_figure(title: str, run: str, points: list[HistogramPoint], *, marked_step: int | None = None) -> dict[str, Any]:
+    """Bands between TensorBoard's basis points (min..max, ±2σ, ±1.5σ, ±σ equivalents) and the median, over steps."""
+    if not points:
+        return {"data": [], "layout": _layout(title)}
+    steps = [p.step for p in points]
+    bands = np.array([percentiles(p) for p in points])  # (steps, basis points)
+    color = run_color(run)
+    data: list[dict[str, Any]] = []
+    for depth, (lo, hi) in enumerate(_BAND_PAIRS):
+        alpha = 0.12 + 0.12 * depth
+        data.append({"type": "scatter", "mode": "lines", "x": steps, "y": bands[:, lo].tolist(),
+                     "line": {"width": 0, "color": color}, "hoverinfo": "skip"})
+        data.append({"type": "scatter", "mode": "lines", "x": steps, "y": bands[:, hi].tolist(), "fill": "tonexty",
+                     "fillcolor": with_alpha(color, alpha), "line": {"width": 0, "color": color},
+                     "name": f"p{BASIS_POINTS[lo] / 100:g}–p{BASIS_POINTS[hi] / 100:g}", "hoverinfo": "skip"})
+    data.append({"type": "scatter", "mode": "lines", "x": steps, "y": bands[:, 4].tolist(), "name": "median",
+                 "line": {"color": color, "width": 1.5}, "hovertemplate": "step %{x}<br>median %{y:.4g}<extra></extra>"})
+    shapes = []
+    if marked_step is not None:
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": marked_step, "x1": marked_step, "y0": 0, "y1": 1,
+                       "line": {"color": "#888", "dash": "dot", "width": 1}})
+    layout = _layout(title, xaxis={"title": {"text": "step"}}, yaxis={"title": {"text": "value"}}, shapes=shapes)
+    return {"data": data, "layout": layout}

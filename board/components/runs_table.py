@@ -1,0 +1,71 @@
+"""The runs overview table: one row per run, rank sub-runs listed under their group."""
+from __future__ import annotations
+
+import time
+
+from dash import html
+
+from board.components.colors import run_color
+from board.data.run import RunSummary
+
+COLUMNS = ("run", "last step", "last update", "scalar tags", "histogram tags", "points", "size", "files", "status")
+
+
+def human_bytes(size: int) -> str:
+    amount = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if amount < 1024 or unit == "GiB":
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_age(wall_time: float | None, now: float | None = None) -> str:
+    if wall_time is None:
+        return "—"
+    seconds = max(0.0, (now if now is not None else time.time()) - wall_time)
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.0f} {unit} ago"
+    return f"{seconds:.0f} s ago"
+
+
+def _status(summary: RunSummary) -> list[html.Span]:
+    badges = []
+    if summary.corrupt_records:
+        badges.append(html.Span(f"⚠ {summary.corrupt_records} corrupt record(s)", className="fs-badge fs-badge-warn",
+                                title="some records of this run's files failed their checksum and were skipped"))
+    if summary.superseded_points:
+        badges.append(html.Span(f"↺ restarted ({summary.superseded_points} points superseded)", className="fs-badge",
+                                title="steps went backwards: points of the abandoned timeline are hidden"))
+    return badges or [html.Span("ok", className="fs-badge fs-badge-ok")]
+
+
+def runs_table(summaries: list[RunSummary], now: float | None = None) -> html.Table:
+    rows = []
+    ranks: dict[str, int] = {}
+    for summary in summaries:
+        if summary.group != summary.name:
+            ranks[summary.group] = ranks.get(summary.group, 0) + 1
+    named = {summary.name for summary in summaries}
+    headed: set[str] = set()
+    for summary in summaries:
+        group = summary.group
+        if group != summary.name and group not in named and group not in headed:
+            headed.add(group)
+            rows.append(html.Tr([html.Td(f"{group}  ({ranks[group]} ranks)", colSpan=len(COLUMNS), className="fs-group")]))
+        indent = {"paddingLeft": "1.5em"} if summary.group != summary.name else {}
+        rows.append(html.Tr([
+            html.Td([html.Span("●", style={"color": run_color(summary.name)}), " ", summary.name], style=indent,
+                    className="fs-run-name"),
+            html.Td("—" if summary.last_step is None else str(summary.last_step)),
+            html.Td(human_age(summary.last_update, now), title="" if summary.last_update is None else
+                    time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(summary.last_update))),
+            html.Td(str(summary.scalar_tags)),
+            html.Td(str(summary.histogram_tags)),
+            html.Td(f"{summary.points:,}"),
+            html.Td(human_bytes(summary.size_bytes)),
+            html.Td(str(summary.files)),
+            html.Td(_status(summary)),
+        ], id={"type": "runs-row", "run": summary.name}))
+    return html.Table([html.Thead(html.Tr([html.Th(c) for c in COLUMNS])), html.Tbody(rows)], className="fs-table")

@@ -1,0 +1,43 @@
+"""The board's options, declared once: the CLI builds its parser from these fields."""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 6006
+DEFAULT_RELOAD_INTERVAL = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class BoardConfig:
+    logdir: Path = field(metadata={"help": "log directory to serve (waited for if it does not exist yet)"})
+    host: str = field(default=DEFAULT_HOST, metadata={"help": "address to bind; non-loopback needs --token to be safe"})
+    port: int = field(default=DEFAULT_PORT, metadata={"help": "port to bind; 0 picks a free one"})
+    reload_interval: float = field(
+        default=DEFAULT_RELOAD_INTERVAL, metadata={"help": "seconds between reads of new data from the log directory"}
+    )
+    token: str | None = field(
+        default=None, metadata={"help": "require this token on every request (?token=… once, then a cookie)"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.reload_interval <= 0:
+            raise ValueError("--reload-interval must be positive")
+        if not 0 <= self.port <= 65535:
+            raise ValueError("--port must be in 0..65535")
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def browser_poll_ms(self) -> int:
+        """How often pages ask for new points: often enough that a point shows within one reload interval."""
+        return int(min(self.reload_interval, 5.0) * 1000)

@@ -1,0 +1,59 @@
+"""Find runs in a log directory: a run is any directory holding event files; its name is its relative path."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from board.data.reader import is_event_file
+
+_RANK = re.compile(r"rank\d+")
+ROOT_RUN = "."
+
+
+@dataclass(frozen=True, slots=True)
+class RunLocation:
+    name: str  # relative path with "/" separators; "." for event files directly in the log directory
+    path: Path
+    event_files: tuple[str, ...]  # file names in read order (TensorBoard's names sort by creation time)
+
+
+def run_group(name: str) -> str:
+    """`exp/rank3` belongs to group `exp`; any other run is its own group."""
+    head, _, last = name.rpartition("/")
+    return (head or ROOT_RUN) if _RANK.fullmatch(last) else name
+
+
+def discover_runs(logdir: Path) -> dict[str, RunLocation]:
+    """Every run under `logdir`, by name. Links that lead outside the log directory are not followed."""
+    root = logdir.resolve()
+    runs: dict[str, RunLocation] = {}
+    if not root.is_dir():
+        return runs
+    pending = [root]
+    seen: set[Path] = set()
+    while pending:
+        directory = pending.pop()
+        real = directory.resolve()
+        if real in seen or not real.is_relative_to(root):
+            continue
+        seen.add(real)
+        files: list[str] = []
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:  # deleted or unreadable while we looked
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    pending.append(Path(entry.path))
+                elif entry.is_file() and is_event_file(entry.name) and Path(entry.path).resolve().is_relative_to(root):
+                    files.append(entry.name)
+            except OSError:
+                continue
+        if files:
+            relative = directory.relative_to(root).as_posix()
+            name = ROOT_RUN if relative == "." else relative
+            runs[name] = RunLocation(name, directory, tuple(sorted(files)))
+    return runs

@@ -1,0 +1,71 @@
+"""Series as JSON-ready dicts and CSV text (every point; non-finite values spelled out)."""
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import numpy as np
+
+from board.data.histograms import HistogramPoint
+from board.data.series import ScalarColumns
+
+CSV_HEADER = "run,tag,step,wall_time,value\n"
+
+
+def json_floats(values: np.ndarray) -> list[float | str]:
+    """Numbers as they are; NaN/±Inf as the strings "NaN", "Infinity", "-Infinity" (strict JSON has no such numbers)."""
+    listed = values.tolist()
+    if np.isfinite(values).all():
+        return listed
+    return [v if math.isfinite(v) else ("NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")) for v in listed]
+
+
+def scalars_json(run: str, tag: str, columns: ScalarColumns, revision: int, start: int = 0) -> dict[str, Any]:
+    part = columns.since(start)
+    return {
+        "run": run,
+        "tag": tag,
+        "revision": revision,
+        "length": len(columns),
+        "start": start,
+        "steps": part.steps.tolist(),
+        "wall_times": part.wall_times.tolist(),
+        "values": json_floats(part.values),
+    }
+
+
+def scalars_csv(series: list[tuple[str, str, ScalarColumns]]) -> str:
+    """One CSV for any number of (run, tag, columns); `repr` keeps every float exactly."""
+    out = io.StringIO()
+    out.write(CSV_HEADER)
+    for run, tag, columns in series:
+        prefix = f"{_csv_field(run)},{_csv_field(tag)},"
+        for step, wall_time, value in zip(columns.steps.tolist(), columns.wall_times.tolist(), columns.values.tolist()):
+            out.write(f"{prefix}{step},{wall_time!r},{value!r}\n")
+    return out.getvalue()
+
+
+def histograms_json(run: str, tag: str, points: list[HistogramPoint]) -> dict[str, Any]:
+    return {
+        "run": run,
+        "tag": tag,
+        "histograms": [
+            {
+                "step": p.step,
+                "wall_time": p.wall_time,
+                "min": p.min,
+                "max": p.max,
+                "num": p.num,
+                "edges": json_floats(np.asarray(p.edges, np.float64)),
+                "counts": json_floats(np.asarray(p.counts, np.float64)),
+            }
+            for p in points
+        ],
+    }
+
+
+def _csv_field(text: str) -> str:
+    if any(c in text for c in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text

@@ -1,0 +1,97 @@
+"""Every histogram of one tag of one run, with the same restart rule as scalars, and TensorBoard's percentile bands."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# TensorBoard's distribution basis points: the normal distribution's -inf, -2σ, -1.5σ, -σ, -0.5σ, 0, … +inf.
+BASIS_POINTS = (0, 668, 1587, 3085, 5000, 6915, 8413, 9332, 10000)
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramPoint:
+    """One histogram: bucket i holds `counts[i]` values in (`edges[i]`, `edges[i+1]`]."""
+
+    step: int
+    wall_time: float
+    min: float
+    max: float
+    num: float
+    edges: np.ndarray
+    counts: np.ndarray
+
+
+class HistogramSeries:
+    """Histograms of one tag in step order; a step <= the last one supersedes every later-or-equal step."""
+
+    __slots__ = ("points", "revision", "superseded")
+
+    def __init__(self) -> None:
+        self.points: list[HistogramPoint] = []
+        self.revision = 0
+        self.superseded = 0
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    @property
+    def last_step(self) -> int | None:
+        return self.points[-1].step if self.points else None
+
+    def append(self, point: HistogramPoint) -> None:
+        if self.points and point.step <= self.points[-1].step:
+            steps = np.fromiter((p.step for p in self.points), np.int64, len(self.points))
+            keep = int(np.searchsorted(steps, point.step, side="left"))
+            self.superseded += len(self.points) - keep
+            self.points = self.points[:keep]
+            self.revision += 1
+        self.points.append(point)
+
+    def steps(self) -> np.ndarray:
+        return np.fromiter((p.step for p in self.points), np.int64, len(self.points))
+
+
+def percentiles(point: HistogramPoint, basis_points: tuple[int, ...] = BASIS_POINTS) -> np.ndarray:
+    """Values below which each basis point (in 1/10000) of the mass lies, interpolated linearly inside buckets.
+
+    Matches TensorBoard's `compress_histogram`: 0 and 10000 map to the histogram's min and max.
+    """
+    counts = np.asarray(point.counts, np.float64)
+    total = counts.sum()
+    out = np.empty(len(basis_points), np.float64)
+    if total <= 0 or len(counts) == 0:
+        out.fill(np.nan)
+        return out
+    # Clip the outer edges to the recorded min/max so that open-ended buckets do not stretch the bands.
+    edges = np.clip(np.asarray(point.edges, np.float64), point.min, point.max)
+    cumulative = np.concatenate([[0.0], np.cumsum(counts)])
+    targets = np.asarray(basis_points, np.float64) / 10000.0 * total
+    for i, target in enumerate(targets):
+        bucket = int(np.searchsorted(cumulative, target, side="left"))
+        if bucket <= 0:
+            out[i] = edges[0]
+        elif bucket >= len(cumulative):
+            out[i] = edges[-1]
+        else:
+            lo_count, hi_count = cumulative[bucket - 1], cumulative[bucket]
+            fraction = (target - lo_count) / (hi_count - lo_count) if hi_count > lo_count else 0.0
+            out[i] = edges[bucket - 1] + fraction * (edges[bucket] - edges[bucket - 1])
+    out[0], out[-1] = point.min, point.max
+    return out
+
+
+def rebin(point: HistogramPoint, grid: np.ndarray) -> np.ndarray:
+    """Counts of `point` on the bucket boundaries `grid`, spreading each bucket uniformly over its width."""
+    edges = np.clip(np.asarray(point.edges, np.float64), point.min, point.max)
+    cumulative = np.concatenate([[0.0], np.cumsum(np.asarray(point.counts, np.float64))])
+    order = np.argsort(edges, kind="stable")
+    at_grid = np.interp(grid, edges[order], cumulative[order], left=0.0, right=cumulative[-1])
+    return np.diff(at_grid)
+
+
+def evenly_spaced(count: int, keep: int) -> np.ndarray:
+    """Up to `keep` indices of `count` items, evenly spread, always with the first and the last."""
+    if count <= keep:
+        return np.arange(count)
+    return np.unique(np.linspace(0, count - 1, keep).round().astype(np.int64))

@@ -1,0 +1,128 @@
+"""Debiased exponential moving average that accounts for uneven step spacing, computed on the full series.
+
+For points (s_i, v_i) with steps strictly increasing and a slider weight w in [0, 1):
+
+    α_i = w ** ((s_i - s_{i-1}) / Δ)          (α_0 = w)
+    m_i = α_i · m_{i-1} + (1 - α_i) · v_i     (m_{-1} = 0)
+    d_i = α_i · d_{i-1} + (1 - α_i)           (d_{-1} = 0, the debiasing mass)
+    smoothed_i = m_i / d_i
+
+Δ is the series' typical step spacing (the median of its first `SPACING_SAMPLE` gaps), so with even spacing
+this is exactly TensorBoard's debiased EMA, and a gap of k typical spacings decays the past by w**k instead
+of w. Non-finite values are passed through unchanged and do not enter the average.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SPACING_SAMPLE = 1000
+_MAX_LOG_SPAN = 500.0  # e**500 · (values scaled to |v| <= 1) · 65536 terms stays far from float64 overflow
+
+
+def typical_spacing(steps: np.ndarray) -> float:
+    gaps = np.diff(steps[: SPACING_SAMPLE + 1]).astype(np.float64)
+    return float(np.median(gaps)) if len(gaps) else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class EmaState:
+    """Where a smoothed curve ended, so that points appended later are smoothed without redoing the past."""
+
+    weight: float
+    spacing: float
+    last_step: float
+    mean: float
+    mass: float
+
+
+def ema(steps: np.ndarray, values: np.ndarray, weight: float, state: EmaState | None = None) -> tuple[np.ndarray, EmaState | None]:
+    """The smoothed curve (same length as `values`) and the state after its last finite point.
+
+    With `state` from an earlier call on the points before `steps[0]`, the result is the continuation of that
+    curve. `weight` 0 returns a copy of `values`.
+    """
+    values = np.asarray(values, np.float64)
+    if weight <= 0 or len(values) == 0:
+        return values.copy(), state
+    if not 0 <= weight < 1:
+        raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
+    steps = np.asarray(steps)
+    spacing = state.spacing if state is not None else typical_spacing(steps)
+    finite = np.isfinite(values)
+    all_finite = bool(finite.all())
+    sf, vf = (steps, values) if all_finite else (steps[finite], values[finite])
+    if len(vf) == 0:
+        return values.copy(), state
+    x = sf.astype(np.float64) / spacing
+    carry = (state.last_step / spacing, state.mean, state.mass) if state is not None else None
+    smoothed, mean, mass = _debiased_ema(x, vf, -np.log(weight), carry)
+    new_state = EmaState(weight, spacing, float(sf[-1]), mean, mass)
+    if all_finite:
+        return smoothed, new_state
+    out = values.copy()
+    out[finite] = smoothed
+    return out, new_state
+
+
+def _debiased_ema(
+    x: np.ndarray, v: np.ndarray, decay: float, carry: tuple[float, float, float] | None
+) -> tuple[np.ndarray, float, float]:
+    """Solve both recurrences in closed form, row by row of a (rows, width) reshape, all rows at once.
+
+    With R the cumulative log-decay since the row's first point, inside a row
+    m_i = e^{-R_i} (carry · α_first + Σ_{j≤i} (1-α_j) v_j e^{R_j}), and the same for d with v = 1; the
+    factor e^{-R_i} cancels in m_i / d_i, so only the carry between rows is computed sequentially
+    (one scalar update per row). Rows are sized so that R stays below `_MAX_LOG_SPAN`; the rare row that
+    an outlier gap pushes past it is solved point by point.
+    """
+    n = len(x)
+    gaps = np.empty(n)
+    gaps[0] = x[0] - carry[0] if carry else 1.0
+    np.subtract(x[1:], x[:-1], out=gaps[1:])
+    step_decay = decay * gaps
+    width = int(np.clip(_MAX_LOG_SPAN / max(float(np.quantile(step_decay[:: max(1, n // 100_000)], 0.99)), 1e-12), 1, 65536))
+    rows = -(-n // width)
+    scale = float(np.max(np.abs(v))) or 1.0
+    padded = rows * width
+    step_decay = np.pad(step_decay, (0, padded - n)).reshape(rows, width)
+    values = np.pad(v / scale, (0, padded - n)).reshape(rows, width)
+    relative = np.cumsum(step_decay, axis=1)
+    relative -= relative[:, :1]
+    overflow = relative[:, -1] > _MAX_LOG_SPAN
+    relative[overflow] = 0.0
+    weights = -np.expm1(-step_decay) * np.exp(relative)
+    mean = np.cumsum(weights * values, axis=1)
+    mass = np.cumsum(weights, axis=1)
+    first_alpha = np.exp(-step_decay[:, 0])
+    end_shrink = np.exp(-relative[:, -1])
+    mean_carries, mass_carries = np.zeros(rows), np.zeros(rows)
+    mean_carry, mass_carry = (carry[1] / scale, carry[2]) if carry else (0.0, 0.0)
+    row_ends = zip(mean[:, -1].tolist(), mass[:, -1].tolist(), first_alpha.tolist(), end_shrink.tolist())
+    for row, (mean_end, mass_end, alpha, shrink) in enumerate(row_ends):
+        mean_carries[row], mass_carries[row] = mean_carry, mass_carry
+        if overflow[row]:
+            mean[row], mass[row] = _row_pointwise(step_decay[row], values[row], mean_carry, mass_carry)
+            mean_carry, mass_carry = float(mean[row, -1]), float(mass[row, -1])
+            mean_carries[row] = mass_carries[row] = 0.0
+            continue
+        mean_carry = (mean_end + mean_carry * alpha) * shrink
+        mass_carry = (mass_end + mass_carry * alpha) * shrink
+    first_alpha[overflow] = 0.0
+    mean += (mean_carries * first_alpha)[:, None]
+    mass += (mass_carries * first_alpha)[:, None]
+    flat_mean, flat_mass = mean.reshape(-1)[:n], mass.reshape(-1)[:n]
+    # NOTE: the row's e^{-R} factor cancels in the ratio but not in the state handed to the next call.
+    last_shrink = float(np.exp(-relative.reshape(-1)[n - 1])) if not overflow[-1] else 1.0
+    return flat_mean / flat_mass * scale, float(flat_mean[-1]) * last_shrink * scale, float(flat_mass[-1]) * last_shrink
+
+
+def _row_pointwise(step_decay: np.ndarray, values: np.ndarray, mean: float, mass: float) -> tuple[np.ndarray, np.ndarray]:
+    means, masses = np.empty(len(values)), np.empty(len(values))
+    for i, (decay, value) in enumerate(zip(step_decay.tolist(), values.tolist())):
+        alpha = float(np.exp(-decay))
+        mean = alpha * mean + (1 - alpha) * value
+        mass = alpha * mass + (1 - alpha)
+        means[i], masses[i] = mean, mass
+    return means, masses

@@ -1,0 +1,137 @@
+"""The log directory as the board sees it: runs discovered and tailed in the background, queried by name."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from board.data.discovery import discover_runs, run_group
+from board.data.histograms import HistogramPoint
+from board.data.run import RunState, RunSummary
+from board.data.series import ScalarColumns, ScalarSeries
+
+log = logging.getLogger(__name__)
+
+
+class UnknownSeries(KeyError):
+    """A run or tag that the log directory does not hold (the API answers 404)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class LogdirStore:
+    """Thread-safe: one refresher thread writes, any number of request threads read snapshots."""
+
+    def __init__(self, logdir: Path, reload_interval: float = 5.0) -> None:
+        self.logdir = Path(logdir)
+        self.reload_interval = reload_interval
+        self._runs: dict[str, RunState] = {}
+        self._summaries: dict[str, RunSummary] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.refreshes = 0  # completed passes over the log directory
+        self.last_refresh_seconds: float | None = None
+
+    # ---- refreshing -----------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """One pass: discover runs, drop deleted ones, read what each run's files gained."""
+        started = time.perf_counter()
+        locations = discover_runs(self.logdir)
+        with self._lock:
+            for name in set(self._runs) - set(locations):
+                del self._runs[name]
+                self._summaries.pop(name, None)
+        for name, location in sorted(locations.items()):
+            run = self._runs.get(name)
+            if run is None:
+                run = RunState(name, run_group(name), location.path)
+            try:
+                run.refresh(location.event_files, self._lock)
+            except OSError as error:  # the run vanished mid-read; the next pass sees it gone
+                log.info("run %s: %s", name, error)
+                continue
+            summary = run.summary()
+            with self._lock:
+                self._runs[name] = run
+                self._summaries[name] = summary
+        self.refreshes += 1
+        self.last_refresh_seconds = time.perf_counter() - started
+
+    def start(self) -> None:
+        """Refresh now and then every `reload_interval` seconds, in a daemon thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="flowscope-board-reload", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh()
+            except Exception:  # NOTE: a bad pass must not end live updates; the next pass retries
+                log.exception("refreshing %s failed", self.logdir)
+            self._stop.wait(self.reload_interval)
+
+    # ---- reading --------------------------------------------------------------------------------------
+    @property
+    def logdir_exists(self) -> bool:
+        return self.logdir.is_dir()
+
+    def runs(self) -> list[RunSummary]:
+        with self._lock:
+            return [self._summaries[name] for name in sorted(self._summaries)]
+
+    def scalar_tags(self, run: str) -> list[str]:
+        with self._lock:
+            return sorted(self._run(run).scalars)
+
+    def histogram_tags(self, run: str) -> list[str]:
+        with self._lock:
+            return sorted(self._run(run).histograms)
+
+    def all_scalar_tags(self) -> dict[str, list[str]]:
+        """Run name → its scalar tags, for every run."""
+        with self._lock:
+            return {name: sorted(run.scalars) for name, run in sorted(self._runs.items())}
+
+    def all_histogram_tags(self) -> dict[str, list[str]]:
+        with self._lock:
+            return {name: sorted(run.histograms) for name, run in sorted(self._runs.items())}
+
+    def scalars(self, run: str, tag: str) -> tuple[ScalarColumns, int]:
+        """Every point of one series and its revision (see `ScalarSeries`)."""
+        with self._lock:
+            series = self._scalar_series(run, tag)
+            return series.columns(), series.revision
+
+    def scalar_version(self, run: str, tag: str) -> tuple[int, int]:
+        """(revision, length) of a series, without touching its columns."""
+        with self._lock:
+            series = self._scalar_series(run, tag)
+            return series.revision, len(series)
+
+    def histograms(self, run: str, tag: str) -> list[HistogramPoint]:
+        with self._lock:
+            series = self._run(run).histograms.get(tag)
+            if series is None:
+                raise UnknownSeries(f"run {run!r} has no histogram tag {tag!r}")
+            return list(series.points)
+
+    def _run(self, run: str) -> RunState:
+        state = self._runs.get(run)
+        if state is None:
+            raise UnknownSeries(f"unknown run {run!r}")
+        return state
+
+    def _scalar_series(self, run: str, tag: str) -> ScalarSeries:
+        series = self._run(run).scalars.get(tag)
+        if series is None:
+            raise UnknownSeries(f"run {run!r} has no scalar tag {tag!r}")
+        return series

@@ -1,0 +1,32 @@
+"""Runs overview: every run with its last step, last update, tags, size on disk and warnings."""
+from __future__ import annotations
+
+import dash
+from dash import Dash, Input, Output, dcc, html
+
+from board.components.empty_state import empty_state
+from board.components.runs_table import runs_table
+from board.context import board_context
+
+dash.register_page(__name__, path="/", name="Runs", order=0, title="flowscope · runs")
+
+
+def layout(**_query: str) -> html.Div:
+    context = board_context()
+    return html.Div([
+        html.H2("Runs"),
+        html.Div(id="runs-logdir", className="fs-muted", children=f"log directory: {context.store.logdir}"),
+        html.Div(id="runs-content", children=_content()),
+        dcc.Interval(id="runs-poll", interval=context.config.browser_poll_ms),
+    ])
+
+
+def _content() -> html.Div | html.Table:
+    store = board_context().store
+    return empty_state(store, "runs") or runs_table(store.runs())
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(Output("runs-content", "children"), Input("runs-poll", "n_intervals"), prevent_initial_call=True)
+    def _refresh(_ticks: int) -> html.Div | html.Table:
+        return _content()
