@@ -1,0 +1,7 @@
+"""The engine's input pipeline: ``Dataset.from_tensor_slices(...)`` and chainable tf.data-style transformations."""
+from __future__ import annotations
+
+from engine.data.dataset import AUTOTUNE, INFINITE, Dataset
+from engine.data.iterator import DatasetIterator
+
+__all__ = ["AUTOTUNE", "INFINITE", "Dataset", "DatasetIterator"]

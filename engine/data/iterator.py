@@ -1,0 +1,35 @@
+"""The user-facing iterator: marks the step begin and reports how long each fetch blocked to engine.hooks."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from engine import hooks
+from engine.data.dataset import close_iterator
+from engine.data.structure import Element
+
+
+class DatasetIterator:
+    """What ``iter(dataset)`` returns. Only this outermost iterator reports to the hooks; ``close()`` (or
+    garbage collection) stops the pass, which stops prefetch threads and map thread pools upstream."""
+
+    __slots__ = ("_elements", "__weakref__")
+
+    def __init__(self, elements: Iterator[Element]) -> None:
+        self._elements = elements
+
+    def __iter__(self) -> DatasetIterator:
+        return self
+
+    def __next__(self) -> Element:
+        hooks.mark_step_begin()
+        start_ns = time.perf_counter_ns()
+        element = next(self._elements)
+        hooks.report_data_wait(time.perf_counter_ns() - start_ns)
+        return element
+
+    def close(self) -> None:
+        close_iterator(self._elements)
+
+    def __del__(self) -> None:
+        self.close()
