@@ -8,8 +8,9 @@ from engine.function import Function, enable_grad, is_grad_enabled, no_grad
 from engine.autograd import grad
 from engine.ops import concat, stack, where
 from engine.random import manual_seed
+from engine import data, datasets
 
 __version__ = "0.1.0"
 
-__all__ = ["Function", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "enable_grad", "grad",
+__all__ = ["Function", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "data", "datasets", "enable_grad", "grad",
            "hooks", "is_grad_enabled", "manual_seed", "memory", "no_grad", "stack", "tensor", "where"]
