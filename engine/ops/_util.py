@@ -39,16 +39,22 @@ def broadcast_error(op: str, a: Tensor, b: Tensor) -> ValueError:
     return ValueError(f"{op}: shapes {a.shape} ({a.dtype}) and {b.shape} ({b.dtype}) cannot be broadcast together")
 
 
-def normalize_axis(axis: Any, ndim: int) -> tuple[int, ...] | None:
+def normalize_axis(axis: Any, ndim: int, shape: tuple[int, ...] | None = None, op: str = "") -> tuple[int, ...] | None:
     """``axis`` (None, int or sequence) as a sorted tuple of non-negative axes; None means all."""
     if axis is None:
         return None
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    result = []
-    for a in axes:
-        if not -ndim <= a < max(ndim, 1):
-            raise ValueError(f"axis {a} is out of range for a tensor with {ndim} dimensions")
-        result.append(int(a) % max(ndim, 1))
+    result = [single_axis(a, ndim, shape, op) for a in axes]
     if len(set(result)) != len(result):
         raise ValueError(f"repeated axis in {axis}")
-    return tuple(sorted(result))
+    return () if ndim == 0 else tuple(sorted(result))  # a 0-d tensor accepts axis 0/-1 (as PyTorch) and keeps its value
+
+
+def single_axis(axis: Any, ndim: int, shape: tuple[int, ...] | None = None, op: str = "") -> int:
+    """``axis`` as a non-negative int; a clear error naming the op and shape when it is out of range."""
+    bound = max(ndim, 1)
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool) or not -bound <= axis < bound:
+        where = f"{op}: " if op else ""
+        of = f"of shape {shape}" if shape is not None else f"with {ndim} dimensions"
+        raise ValueError(f"{where}axis {axis!r} is out of range for a tensor {of} (valid: {-bound} to {bound - 1})")
+    return int(axis) % bound

@@ -129,11 +129,11 @@ class MatMul(Function):
                     a.T @ grad if self.needs_input_grad[1] else None)
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
-        g = grad
-        if a.ndim == 1:
-            g = np.expand_dims(g, -2)
+        g = grad  # restore the matrix dims numpy.matmul dropped for 1-d operands (both, for 1-d @ 1-d)
         if b.ndim == 1:
-            g = np.expand_dims(g, -1)
+            g = g[..., None]
+        if a.ndim == 1:
+            g = g[..., None, :]
         ga = gb = None
         if self.needs_input_grad[0]:
             ga = g @ np.swapaxes(b2, -1, -2)

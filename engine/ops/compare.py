@@ -66,4 +66,10 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     a_t = a if isinstance(a, Tensor) else None
     b = as_tensor(b, a_t)
     a = as_tensor(a, b)
-    return Where(cond.astype(bool, copy=False))(a, b)
+    try:
+        return Where(cond.astype(bool, copy=False))(a, b)
+    except ValueError as error:
+        if "broadcast" not in str(error):
+            raise
+        raise ValueError(f"where: condition {cond.shape}, a {a.shape} ({a.dtype}) and b {b.shape} ({b.dtype}) "
+                         "cannot be broadcast together") from None

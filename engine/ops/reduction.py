@@ -26,7 +26,7 @@ class Sum(Function):
 
     def forward(self, x):
         self.shape = x.shape
-        self.axes = normalize_axis(self.axis, x.ndim)
+        self.axes = normalize_axis(self.axis, x.ndim, x.shape, self.name.lower())
         return x.sum(axis=self.axes, keepdims=self.keepdims)
 
     def backward(self, grad):
@@ -36,7 +36,7 @@ class Sum(Function):
 class Mean(Sum):
     def forward(self, x):
         self.shape = x.shape
-        self.axes = normalize_axis(self.axis, x.ndim)
+        self.axes = normalize_axis(self.axis, x.ndim, x.shape, self.name.lower())
         self.count = x.size if self.axes is None else int(np.prod([x.shape[a] for a in self.axes]))
         return x.mean(axis=self.axes, keepdims=self.keepdims)
 
@@ -58,7 +58,7 @@ class Max(Function):
         if x.size == 0:
             raise ValueError(f"{self.name.lower()} of an empty tensor (shape {x.shape}) has no identity")
         self.x = x
-        self.axes = normalize_axis(self.axis, x.ndim)
+        self.axes = normalize_axis(self.axis, x.ndim, x.shape, self.name.lower())
         self.out = self.reduce(x, axis=self.axes, keepdims=True)
         return self.out if self.keepdims else (self.out.reshape(()) if self.axes is None else
                                                 np.squeeze(self.out, axis=self.axes))
@@ -66,7 +66,7 @@ class Max(Function):
     def backward(self, grad):
         mask = self.x == self.out
         count = mask.sum(axis=self.axes, keepdims=True)
-        return (_expand(grad, self.x.shape, self.axes, self.keepdims) * mask / count,)
+        return (_expand(grad, self.x.shape, self.axes, self.keepdims) * mask / count.astype(grad.dtype),)
 
 
 class Min(Max):

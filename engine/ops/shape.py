@@ -6,7 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from engine.function import Function
-from engine.ops._util import as_tensor
+from engine.ops._util import as_tensor, single_axis
 from engine.tensor import Tensor
 
 
@@ -31,7 +31,8 @@ class Transpose(Function):
         self.axes = axes
 
     def forward(self, x):
-        if self.axes is not None and sorted(a % max(x.ndim, 1) for a in self.axes) != list(range(x.ndim)):
+        if self.axes is not None and (len(self.axes) != x.ndim or any(not -x.ndim <= a < x.ndim for a in self.axes)
+                                      or sorted(a % x.ndim for a in self.axes) != list(range(x.ndim))):
             raise ValueError(f"transpose axes {self.axes} are not a permutation of the {x.ndim} axes of {x.shape}")
         return np.transpose(x, self.axes)
 
@@ -116,8 +117,10 @@ def transpose(x: Tensor, *axes: Any) -> Tensor:
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    ndim = max(x.ndim, 1)
-    start, end = start_dim % ndim, end_dim % ndim
+    start = single_axis(start_dim, x.ndim, x.shape, "flatten start_dim")
+    end = single_axis(end_dim, x.ndim, x.shape, "flatten end_dim")
+    if start > end:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {x.shape}")
     shape = x.shape[:start] + (-1,) + x.shape[end + 1:] if x.ndim else (1,)
     return reshape(x, shape)
 
@@ -126,6 +129,7 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     tensors = [as_tensor(t) for t in tensors]
     if not tensors:
         raise ValueError("concat needs at least one tensor")
+    axis = single_axis(axis, tensors[0].ndim, tensors[0].shape, "concat")
     _check_same(tensors, "concat", skip_axis=axis)
     return Concat(axis)(*tensors)
 
@@ -135,6 +139,7 @@ def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     if not tensors:
         raise ValueError("stack needs at least one tensor")
     _check_same(tensors, "stack", skip_axis=None)
+    axis = single_axis(axis, tensors[0].ndim + 1, op=f"stack of {len(tensors)} tensors of shape {tensors[0].shape}")
     return Stack(axis)(*tensors)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.function import Function
+from engine.ops._util import single_axis
 from engine.tensor import Tensor
 
 
@@ -36,8 +37,8 @@ class LogSoftmax(Function):
 
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
-    return Softmax(axis)(x)
+    return Softmax(single_axis(axis, x.ndim, x.shape, "softmax"))(x)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
-    return LogSoftmax(axis)(x)
+    return LogSoftmax(single_axis(axis, x.ndim, x.shape, "log_softmax"))(x)
