@@ -1,0 +1,331 @@
+"""Module: the base of layers — registers parameters, buffers and submodules, and marks its path for hooks."""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Iterator, NamedTuple
+
+import numpy as np
+
+from engine import hooks as _hooks
+from engine.nn.parameter import Parameter
+from engine.tensor import Tensor
+
+# Bumped whenever any module gains or loses a submodule: the paths hooks see are recomputed lazily.
+_structure_version = 0
+_paths_root: Any = None  # weak reference to the root module that assigned the current paths
+_paths_version = -1
+
+
+class IncompatibleKeys(NamedTuple):
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class RemovableHandle:
+    """Returned by ``register_forward_hook``; ``remove()`` detaches the hook."""
+
+    def __init__(self, hooks: dict[int, Callable], key: int) -> None:
+        self._hooks, self._key = hooks, key
+
+    def remove(self) -> None:
+        self._hooks.pop(self._key, None)
+
+
+class Module:
+    """Base class of layers and models, with the API of ``torch.nn.Module``'s core."""
+
+    _path = ""
+
+    def __init__(self) -> None:
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = {}
+        d["_buffers"] = {}
+        d["_non_persistent"] = set()
+        d["_modules"] = {}
+        d["_forward_hooks"] = {}
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        stack = _hooks.module_stack
+        if len(stack) == 1 and (_paths_version != _structure_version or _paths_root is None or _paths_root() is not self):
+            self._assign_paths()
+        stack.append(self._path)
+        try:
+            out = self.forward(*args, **kwargs)
+        finally:
+            stack.pop()
+        if self._forward_hooks:
+            for hook in list(self._forward_hooks.values()):
+                result = hook(self, args, out)
+                if result is not None:
+                    out = result
+        return out
+
+    def _assign_paths(self) -> None:
+        global _paths_root, _paths_version
+        for name, module in self.named_modules():
+            module.__dict__["_path"] = name
+        _paths_root, _paths_version = weakref.ref(self), _structure_version
+
+    def register_forward_hook(self, hook: Callable[[Module, tuple, Any], Any]) -> RemovableHandle:
+        """Call ``hook(module, inputs, output)`` after every forward; a non-None return replaces the output."""
+        key = max(self._forward_hooks, default=-1) + 1
+        self._forward_hooks[key] = hook
+        return RemovableHandle(self._forward_hooks, key)
+
+    # --- registration -------------------------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        if "_parameters" not in d:
+            raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called in "
+                                 f"{type(self).__name__}.__init__")
+        params, modules, buffers = d["_parameters"], d["_modules"], d["_buffers"]
+        if isinstance(value, Parameter):
+            self._forget(name)
+            params[name] = value
+        elif isinstance(value, Module):
+            self._forget(name)
+            modules[name] = value
+            _structure_changed()
+        elif name in params:
+            if value is not None and not isinstance(value, Parameter):
+                raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} of "
+                                f"{type(self).__name__} (use engine.nn.Parameter or None)")
+            params[name] = value
+        elif name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r} of "
+                                f"{type(self).__name__} (use a Module or None)")
+            modules[name] = value
+            _structure_changed()
+        elif name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (use a Tensor or None)")
+            buffers[name] = value
+        d[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        self._forget(name)
+        object.__delattr__(self, name)
+
+    def _forget(self, name: str) -> None:
+        d = self.__dict__
+        d["_parameters"].pop(name, None)
+        d["_buffers"].pop(name, None)
+        d["_non_persistent"].discard(name)
+        if d["_modules"].pop(name, None) is not None:
+            _structure_changed()
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        if param is None:
+            self._forget(name)
+            self.__dict__["_parameters"][name] = None
+            self.__dict__[name] = None
+        else:
+            setattr(self, name, param)
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Model state that is not learned: saved in ``state_dict`` (unless ``persistent=False``)."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"buffer {name!r} must be a Tensor or None, got {type(tensor).__name__}")
+        self._forget(name)
+        self.__dict__["_buffers"][name] = tensor
+        if not persistent:
+            self.__dict__["_non_persistent"].add(name)
+        self.__dict__[name] = tensor
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module")
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"module name must be a non-empty string without '.', got {name!r}")
+        self._forget(name)
+        self.__dict__["_modules"][name] = module
+        self.__dict__[name] = module
+        _structure_changed()
+
+    register_module = add_module
+
+    # --- traversal ----------------------------------------------------------------------------------
+    def named_modules(self, prefix: str = "", memo: set[int] | None = None) -> Iterator[tuple[str, Module]]:
+        """This module and every submodule, each once, with dotted paths (this one is ``prefix``)."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is not None:
+                yield from module.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+
+    def modules(self) -> Iterator[Module]:
+        for _, module in self.named_modules():
+            yield module
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        for name, module in self._modules.items():
+            if module is not None:
+                yield name, module
+
+    def children(self) -> Iterator[Module]:
+        for _, module in self.named_children():
+            yield module
+
+    def _named_members(self, kind: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Tensor]]:
+        seen: set[int] = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for path, module in modules:
+            for name, value in module.__dict__[kind].items():
+                if value is None or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                yield (f"{path}.{name}" if path else name), value
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, parameter) pairs such as ``("0.weight", ...)``; shared parameters appear once."""
+        return self._named_members("_parameters", prefix, recurse)  # type: ignore[return-value]
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        return self._named_members("_buffers", prefix, recurse)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, buf in self.named_buffers(recurse=recurse):
+            yield buf
+
+    def get_submodule(self, target: str) -> Module:
+        module = self
+        for part in target.split(".") if target else []:
+            child = module._modules.get(part)
+            if child is None:
+                raise AttributeError(f"{type(module).__name__} has no submodule {part!r} (looking up {target!r})")
+            module = child
+        return module
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    # --- modes and gradients ------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        for module in self.modules():
+            module.__dict__["training"] = bool(mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for param in self.parameters():
+            param.requires_grad = bool(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's ``.grad`` (to None by default, as PyTorch ≥ 2.0)."""
+        for param in self.parameters():
+            if param.grad is None:
+                continue
+            if set_to_none:
+                param.grad = None
+            else:
+                param.grad._data[...] = 0
+
+    def to(self, dtype: Any) -> Module:
+        """Cast every floating-point parameter and buffer to ``dtype`` (e.g. ``"float64"``) in place."""
+        dtype = np.dtype(dtype)
+        for param in self.parameters():
+            if param._data.dtype.kind == "f" and param._data.dtype != dtype:
+                param._replace(param._data.astype(dtype))
+                param.grad = None
+        for module in self.modules():
+            for name, buf in list(module._buffers.items()):
+                if buf is not None and buf._data.dtype.kind == "f" and buf._data.dtype != dtype:
+                    module.register_buffer(name, Tensor._wrap_array(buf._data.astype(dtype), "parameter", "cast"),
+                                           name not in module._non_persistent)
+        return self
+
+    def double(self) -> Module:
+        return self.to(np.float64)
+
+    def float(self) -> Module:
+        return self.to(np.float32)
+
+    # --- state --------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Tensor]:
+        """Parameters and persistent buffers by dotted name, as tensors sharing this module's memory."""
+        state: dict[str, Tensor] = {}
+        for path, module in self.named_modules():
+            dot = path + "." if path else ""
+            for name, param in module._parameters.items():
+                if param is not None:
+                    state[dot + name] = param.detach()
+            for name, buf in module._buffers.items():
+                if buf is not None and name not in module._non_persistent:
+                    state[dot + name] = buf.detach()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Copy values (Tensors or arrays) into this module's parameters and buffers, in place.
+
+        Every key and shape is checked before anything is copied: with ``strict`` a missing or unexpected
+        key is an error; a shape mismatch always is.
+        """
+        own = self.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        problems = []
+        if strict and missing:
+            problems.append("missing keys: " + ", ".join(repr(k) for k in missing))
+        if strict and unexpected:
+            problems.append("unexpected keys: " + ", ".join(repr(k) for k in unexpected))
+        arrays = {}
+        for key, target in own.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+            if array.shape != target.shape:
+                problems.append(f"shape mismatch for {key!r}: the checkpoint has {array.shape}, this model "
+                                f"has {target.shape}")
+            arrays[key] = array
+        if problems:
+            raise RuntimeError(f"error(s) in loading state_dict for {type(self).__name__}:\n  " + "\n  ".join(problems))
+        for key, array in arrays.items():
+            own[key]._data[...] = array
+        return IncompatibleKeys(missing, unexpected)
+
+    # --- description --------------------------------------------------------------------------------
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        for name, module in self._modules.items():
+            body = repr(module).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {body}")
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        head = f"{type(self).__name__}(" + (f"\n  {extra}" if extra else "")
+        return head + "\n" + "\n".join(lines) + "\n)"
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()))
+
+    def summary(self, input_shape: tuple[int, ...] | None = None, dtype: Any = None) -> str:
+        """A table of every module: path, type, output shape (when ``input_shape`` is given) and parameters."""
+        from engine.nn.summary import summarize
+        return summarize(self, input_shape, dtype)
+
+
+def _structure_changed() -> None:
+    global _structure_version
+    _structure_version += 1

@@ -1,0 +1,238 @@
+"""Fused losses: cross-entropy (log-softmax + pick), NLL, MSE and binary cross-entropy with logits."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.function import Function
+from engine.ops._util import unbroadcast
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _rows(x: np.ndarray) -> np.ndarray:
+    """Class scores (N, C, d1, ...) or (C,) as a (rows, C) matrix, rows in the order of target.reshape(-1)."""
+    if x.ndim == 1:
+        return x[None]
+    if x.ndim == 2:
+        return x
+    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+
+
+def _unrows(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if len(shape) <= 2:
+        return g.reshape(shape)
+    return np.moveaxis(g.reshape((shape[0],) + shape[2:] + (shape[1],)), -1, 1)
+
+
+class _Labelled(Function):
+    """Shared by CrossEntropy and NLLLoss: integer labels, ignore_index, class weights and the reduction."""
+
+    def __init__(self, target: np.ndarray, weight: np.ndarray | None, reduction: str, ignore_index: int) -> None:
+        self.target, self.weight, self.reduction, self.ignore_index = target, weight, reduction, ignore_index
+
+    def _labels(self, num_classes: int, dtype: np.dtype) -> None:
+        """Sets rows, labels (ignored ones replaced by 0), valid (None when all are) and per-row weights."""
+        labels = self.target.reshape(-1)
+        valid = labels != self.ignore_index
+        if valid.all():
+            valid = None
+        else:
+            labels = np.where(valid, labels, 0)
+        if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+            bad = labels[(labels < 0) | (labels >= num_classes)]
+            raise IndexError(f"{self.name}: target labels must lie in [0, {num_classes}) (or equal ignore_index="
+                             f"{self.ignore_index}); got {bad.size} out of range, e.g. {bad[:5].tolist()}")
+        self.labels, self.valid, self.index = labels, valid, np.arange(labels.size)
+        row_weight = None if self.weight is None else self.weight[labels].astype(dtype, copy=False)
+        if valid is not None:
+            row_weight = valid.astype(dtype) if row_weight is None else row_weight * valid
+        self.row_weight = row_weight  # None means every row has weight 1
+
+    def _reduce(self, per_row: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        if self.reduction == "none":
+            return per_row.reshape(self.target.shape).astype(dtype, copy=False)
+        total = per_row.sum(dtype=dtype)
+        if self.reduction == "sum":
+            return np.asarray(total, dtype=dtype)
+        self.denominator = per_row.size if self.row_weight is None else self.row_weight.sum(dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.asarray(total / self.denominator, dtype=dtype)
+
+    def _row_scale(self, grad: np.ndarray, dtype: np.dtype) -> Any:
+        """d(output)/d(per-row loss) times the incoming gradient: a scalar, or a (rows,) column for 'none'."""
+        if self.reduction == "none":
+            return grad.reshape(-1).astype(dtype, copy=False)
+        scale = grad.item() if self.reduction == "sum" else grad.item() / self.denominator
+        return dtype.type(scale)
+
+
+class CrossEntropy(_Labelled):
+    """Cross-entropy from logits: stable log-softmax and pick in forward; softmax − one-hot in backward.
+
+    With class weights w and label smoothing ε, row i contributes (1−ε)·w[y_i]·(−log p[y_i]) +
+    (ε/C)·Σ_c w_c·(−log p_c); 'mean' divides by Σ w[y_i] over non-ignored rows (as PyTorch).
+    """
+
+    def __init__(self, target: np.ndarray, weight: np.ndarray | None = None, reduction: str = "mean",
+                 ignore_index: int = -100, label_smoothing: float = 0.0) -> None:
+        super().__init__(target, weight, reduction, ignore_index)
+        self.smoothing = float(label_smoothing)
+
+    def forward(self, x):
+        z = _rows(x)
+        classes = z.shape[1]
+        self.shape, dtype = x.shape, x.dtype
+        self._labels(classes, dtype)
+        shifted = z - z.max(axis=1, keepdims=True)
+        p = np.exp(shifted)
+        total = p.sum(axis=1)
+        log_total = np.log(total)
+        p /= total[:, None]
+        self.p = p
+        per_row = log_total - shifted[self.index, self.labels]  # −log p[y]
+        if self.row_weight is not None:
+            per_row *= self.row_weight
+        if self.smoothing:
+            w = self.weight
+            # Σ_c w_c·(−log p_c) = log Σe·Σw − shifted·w
+            smooth = (log_total * (classes if w is None else w.sum()) -
+                      (shifted.sum(axis=1) if w is None else shifted @ w.astype(dtype)))
+            if self.valid is not None:
+                smooth *= self.valid
+            per_row = (1 - self.smoothing) * per_row + (self.smoothing / classes) * smooth
+        return self._reduce(per_row, dtype)
+
+    def backward(self, grad):
+        p, dtype = self.p, self.p.dtype
+        scale = self._row_scale(grad, dtype)
+        eps, classes = self.smoothing, p.shape[1]
+        hard = scale if self.row_weight is None else scale * self.row_weight
+        if eps:
+            w = np.ones(classes, dtype) if self.weight is None else self.weight.astype(dtype)
+            smooth = scale if self.valid is None else scale * self.valid
+            row_sum = (1 - eps) * hard + (eps / classes) * w.sum() * smooth
+            g = p * (row_sum[:, None] if np.ndim(row_sum) else row_sum)
+            g -= (eps / classes) * w * (smooth[:, None] if np.ndim(smooth) else smooth)
+            hard = (1 - eps) * hard
+        else:
+            g = p * (hard[:, None] if np.ndim(hard) else hard)
+        g[self.index, self.labels] -= hard
+        return (_unrows(g, self.shape),)
+
+
+class SoftCrossEntropy(Function):
+    """Cross-entropy against class probabilities (a float target of the input's shape), as PyTorch."""
+
+    def __init__(self, target: np.ndarray, weight: np.ndarray | None, reduction: str, label_smoothing: float) -> None:
+        self.target, self.weight, self.reduction, self.smoothing = target, weight, reduction, float(label_smoothing)
+
+    def forward(self, x):
+        z, t = _rows(x), _rows(self.target).astype(x.dtype, copy=False)
+        classes = z.shape[1]
+        self.shape = x.shape
+        if self.smoothing:
+            t = t * (1 - self.smoothing) + self.smoothing / classes
+        a = t if self.weight is None else t * self.weight.astype(x.dtype)
+        shifted = z - z.max(axis=1, keepdims=True)
+        p = np.exp(shifted)
+        total = p.sum(axis=1)
+        p /= total[:, None]
+        self.p, self.a = p, a
+        per_row = np.log(total) * a.sum(axis=1) - (a * shifted).sum(axis=1)
+        if self.reduction == "none":
+            return per_row.reshape(self.shape[:1] + self.shape[2:] if len(self.shape) > 1 else ())
+        total_loss = per_row.sum(dtype=x.dtype)
+        return np.asarray(total_loss / (per_row.size if self.reduction == "mean" else 1), dtype=x.dtype)
+
+    def backward(self, grad):
+        p, a = self.p, self.a
+        if self.reduction == "none":
+            scale = grad.reshape(-1, 1).astype(p.dtype, copy=False)
+        else:
+            scale = p.dtype.type(grad.item() / (p.shape[0] if self.reduction == "mean" else 1))
+        g = (p * a.sum(axis=1, keepdims=True) - a) * scale
+        return (_unrows(g, self.shape),)
+
+
+class NLLLoss(_Labelled):
+    """Negative log-likelihood of log-probabilities: −w[y]·x[y] per row."""
+
+    def forward(self, x):
+        z = _rows(x)
+        self.shape, dtype = x.shape, x.dtype
+        self._labels(z.shape[1], dtype)
+        per_row = -z[self.index, self.labels]
+        if self.row_weight is not None:
+            per_row = per_row * self.row_weight
+        return self._reduce(per_row, dtype)
+
+    def backward(self, grad):
+        dtype = grad.dtype
+        scale = self._row_scale(grad, dtype)
+        hard = scale if self.row_weight is None else scale * self.row_weight
+        rows = self.labels.size
+        g = np.zeros((rows, int(np.prod(self.shape)) // max(rows, 1)), dtype=dtype)
+        g[self.index, self.labels] = -hard
+        return (_unrows(g, self.shape),)
+
+
+class MSELoss(Function):
+    def __init__(self, reduction: str = "mean") -> None:
+        self.reduction = reduction
+
+    def forward(self, x, target):
+        self.diff = x - target
+        self.shapes = x.shape, target.shape
+        squared = self.diff * self.diff
+        if self.reduction == "none":
+            return squared
+        total = squared.sum()
+        return np.asarray(total / squared.size if self.reduction == "mean" else total, dtype=squared.dtype)
+
+    def backward(self, grad):
+        d = self.diff
+        factor = 2.0 / d.size if self.reduction == "mean" else 2.0
+        g = d * (grad * d.dtype.type(factor))
+        gx = unbroadcast(g, self.shapes[0]) if self.needs_input_grad[0] else None
+        gt = -unbroadcast(g, self.shapes[1]) if self.needs_input_grad[1] else None
+        return gx, gt
+
+
+class BCEWithLogits(Function):
+    """Binary cross-entropy on logits, stable for any magnitude: (1−t)·x + l·softplus(−x), l = 1 + (pw−1)·t."""
+
+    def __init__(self, weight: np.ndarray | None, pos_weight: np.ndarray | None, reduction: str) -> None:
+        self.weight, self.pos_weight, self.reduction = weight, pos_weight, reduction
+
+    def forward(self, x, t):
+        self.x, self.t = x, t
+        self.softplus_neg = np.log1p(np.exp(-np.abs(x))) + np.maximum(-x, 0)
+        self.log_weight = None if self.pos_weight is None else (self.pos_weight - 1) * t + 1
+        sp = self.softplus_neg if self.log_weight is None else self.log_weight * self.softplus_neg
+        loss = (1 - t) * x + sp
+        if self.weight is not None:
+            loss = loss * self.weight
+        self.loss_shape = loss.shape
+        if self.reduction == "none":
+            return loss
+        total = loss.sum()
+        return np.asarray(total / loss.size if self.reduction == "mean" else total, dtype=loss.dtype)
+
+    def backward(self, grad):
+        x, t = self.x, self.t
+        if self.reduction == "mean":
+            grad = grad / self.x.dtype.type(int(np.prod(self.loss_shape)))
+        if self.weight is not None:
+            grad = grad * self.weight
+        gx = gt = None
+        if self.needs_input_grad[0]:
+            z = np.exp(-np.abs(x))
+            sigmoid_neg = np.where(x >= 0, z / (1 + z), 1 / (1 + z))
+            lw = 1 if self.log_weight is None else self.log_weight
+            gx = unbroadcast(grad * ((1 - t) - lw * sigmoid_neg), x.shape)
+        if self.needs_input_grad[1]:
+            dt = -x if self.pos_weight is None else -x + (self.pos_weight - 1) * self.softplus_neg
+            gt = unbroadcast(grad * dt, t.shape)
+        return gx, gt
