@@ -25,7 +25,7 @@ def create_app(config: BoardConfig, store: LogdirStore | None = None) -> Dash:
         suppress_callback_exceptions=True,  # charts are created per tag, after the first layout
         assets_folder=str(Path(__file__).parent / "assets"),
     )
-    store = store if store is not None else LogdirStore(config.logdir, config.reload_interval)
+    store = store if store is not None else LogdirStore(config.logdir, config.reload_interval, config.cache_root)
     app.server.extensions[EXTENSION] = BoardContext(config=config, store=store, smoothing=SmoothingCache())
     install_guard(app.server, config.token)
     app.server.register_blueprint(api)

@@ -11,13 +11,17 @@ from pathlib import Path
 
 from board.config import BoardConfig
 
-_TYPES = {"logdir": Path, "host": str, "port": int, "reload_interval": float, "token": str}
+_TYPES = {"logdir": Path, "host": str, "port": int, "reload_interval": float, "token": str, "cache_dir": Path,
+          "no_cache": bool}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> BoardConfig:
     parser = argparse.ArgumentParser(prog="board", description="flowscope board: training logs in the browser")
     for option in dataclasses.fields(BoardConfig):
         flag = "--" + option.name.replace("_", "-")
+        if _TYPES[option.name] is bool:
+            parser.add_argument(flag, dest=option.name, action="store_true", help=option.metadata["help"])
+            continue
         required = option.default is dataclasses.MISSING
         parser.add_argument(flag, dest=option.name, type=_TYPES[option.name], required=required,
                             default=None if required else option.default, help=option.metadata["help"])

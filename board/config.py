@@ -5,6 +5,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from board.data.cache import default_cache_root
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6006
 DEFAULT_RELOAD_INTERVAL = 5.0
@@ -21,6 +23,10 @@ class BoardConfig:
     token: str | None = field(
         default=None, metadata={"help": "require this token on every request (?token=… once, then a cookie)"}
     )
+    cache_dir: Path | None = field(
+        default=None, metadata={"help": "where decoded runs are kept for fast re-opening (default ~/.cache/flowscope/board)"}
+    )
+    no_cache: bool = field(default=False, metadata={"help": "do not read or write the cache"})
 
     def __post_init__(self) -> None:
         if self.reload_interval <= 0:
@@ -36,6 +42,12 @@ class BoardConfig:
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False
+
+    @property
+    def cache_root(self) -> Path | None:
+        if self.no_cache:
+            return None
+        return self.cache_dir if self.cache_dir is not None else default_cache_root()
 
     @property
     def browser_poll_ms(self) -> int:

@@ -1,20 +1,23 @@
 """One run: tails its event files incrementally and keeps every scalar and histogram point."""
 from __future__ import annotations
 
+import logging
 import os
-import time
-from collections import defaultdict
+from operator import attrgetter
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from board.data import cache
 from board.data.histograms import HistogramPoint, HistogramSeries
 from board.data.reader import EventFileReader
 from board.data.series import ScalarSeries
 from instrumentation.format.values import Event, HistogramValue, ScalarValue
 
+log = logging.getLogger(__name__)
+_TAG, _STEP, _WALL_TIME, _VALUE = (attrgetter(name) for name in ("tag", "step", "wall_time", "value"))
 READ_BATCH = 50_000  # records per read: bounds the memory of decoded-but-not-yet-columnar events
 
 
@@ -40,8 +43,11 @@ class _FileTail:
 
     __slots__ = ("reader", "size", "identity")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, mark: cache.FileMark | None = None) -> None:
         self.reader = EventFileReader(path)
+        if mark is not None:  # NOTE: resuming from a cached offset; `offset` is the reader's public position
+            self.reader.offset = mark.offset
+            self.reader.corrupt_records = mark.corrupt_records
         stat = path.stat()
         self.identity = (stat.st_dev, stat.st_ino)
         self.size = -1
@@ -50,13 +56,52 @@ class _FileTail:
 class RunState:
     """Every point of one run. Not thread-safe: the store serialises refreshes and reads."""
 
-    def __init__(self, name: str, group: str, path: Path) -> None:
+    def __init__(self, name: str, group: str, path: Path, cache_dir: Path | None = None) -> None:
         self.name, self.group, self.path = name, group, path
         self.scalars: dict[str, ScalarSeries] = {}
         self.histograms: dict[str, HistogramSeries] = {}
         self._files: dict[str, _FileTail] = {}
         self.last_update: float | None = None
-        self.changed_at = time.monotonic()
+        self._cache_dir = cache_dir
+        self._cached_points = 0
+        if cache_dir is not None:
+            self._restore(cache_dir)
+
+    # ---- the on-disk cache ----------------------------------------------------------------------------
+    def _restore(self, cache_dir: Path) -> None:
+        cached = cache.load(cache_dir, self.path)
+        if cached is None:
+            return
+        try:
+            files = {mark.name: _FileTail(self.path / mark.name, mark) for mark in cached.files}
+        except OSError:
+            return
+        self._files = files
+        self.scalars, self.histograms = cached.scalars, cached.histograms
+        self.last_update = cached.last_update
+        self._cached_points = cached.points
+
+    def save_cache_if_grown(self, growth: float = 0.25) -> None:
+        """Save the run's points when they grew by `growth` since the last save (always after a first read)."""
+        if self._cache_dir is None:
+            return
+        points = sum(len(s) for s in self.scalars.values()) + sum(len(s) for s in self.histograms.values())
+        if points == self._cached_points or points < self._cached_points * (1 + growth):
+            return
+        marks = []
+        for name, tail in self._files.items():
+            try:
+                marks.append(cache.FileMark(name, tail.reader.offset, tail.reader.corrupt_records,
+                                            cache.head_checksum(self.path / name, tail.reader.offset)))
+            except OSError:
+                return
+        try:
+            cache.save(self._cache_dir, marks, self.scalars, self.histograms, self.last_update)
+        except OSError as error:  # a read-only or full disk costs speed on the next start, nothing else
+            log.info("not caching run %s: %s", self.name, error)
+            self._cache_dir = None
+            return
+        self._cached_points = points
 
     # ---- reading --------------------------------------------------------------------------------------
     def refresh(self, event_files: tuple[str, ...], lock: AbstractContextManager[object] = nullcontext()) -> bool:
@@ -86,8 +131,6 @@ class RunState:
                 with lock:
                     self._ingest(events)
                 changed = True
-        if changed:
-            self.changed_at = time.monotonic()
         return changed
 
     def _needs_reset(self, event_files: tuple[str, ...]) -> bool:
@@ -108,26 +151,39 @@ class RunState:
         self.last_update = None
 
     def _ingest(self, events: list[Event]) -> None:
-        """Group one batch by tag, then append column-wise (one numpy append per tag per batch)."""
-        scalar_batches: dict[str, tuple[list[int], list[float], list[float]]] = defaultdict(lambda: ([], [], []))
-        newest = self.last_update
-        for event in events:
-            for value in event.values:
-                if isinstance(value, ScalarValue):
-                    steps, walls, values = scalar_batches[value.tag]
-                    steps.append(value.step)
-                    walls.append(value.wall_time)
-                    values.append(value.value)
-                elif isinstance(value, HistogramValue):
+        """Add one decoded batch: scalars column-wise (one numpy append per tag), histograms one by one."""
+        values = [value for event in events for value in event.values]
+        scalars = [value for value in values if value.__class__ is ScalarValue]
+        if len(scalars) != len(values):
+            for value in values:
+                if value.__class__ is HistogramValue:
                     self._histogram(value.tag).append(_histogram_point(value))
-            if event.values and (newest is None or event.wall_time > newest):
-                newest = event.wall_time
-        self.last_update = newest
-        for tag, (steps, walls, values) in scalar_batches.items():
+        if values:
+            newest = max(map(_WALL_TIME, values))
+            self.last_update = newest if self.last_update is None else max(self.last_update, newest)
+        if scalars:
+            self._add_scalars(scalars)
+
+    def _add_scalars(self, scalars: list[ScalarValue]) -> None:
+        count = len(scalars)
+        tags = list(map(_TAG, scalars))
+        codes_by_tag = {tag: code for code, tag in enumerate(dict.fromkeys(tags))}
+        codes = np.fromiter(map(codes_by_tag.__getitem__, tags), np.int64, count)
+        steps = np.fromiter(map(_STEP, scalars), np.int64, count)
+        wall_times = np.fromiter(map(_WALL_TIME, scalars), np.float64, count)
+        values = np.fromiter(map(_VALUE, scalars), np.float64, count)
+        if len(codes_by_tag) > 1:  # a stable sort keeps each tag's points in the order they were written
+            order = np.argsort(codes, kind="stable")
+            codes, steps, wall_times, values = codes[order], steps[order], wall_times[order], values[order]
+            bounds = np.searchsorted(codes, np.arange(len(codes_by_tag) + 1))
+        else:
+            bounds = np.array([0, count])
+        for tag, code in codes_by_tag.items():
+            lo, hi = int(bounds[code]), int(bounds[code + 1])
             series = self.scalars.get(tag)
             if series is None:
                 series = self.scalars[tag] = ScalarSeries()
-            series.extend(np.array(steps, np.int64), np.array(walls, np.float64), np.array(values, np.float64))
+            series.extend(steps[lo:hi], wall_times[lo:hi], values[lo:hi])
 
     def _histogram(self, tag: str) -> HistogramSeries:
         series = self.histograms.get(tag)

@@ -2,16 +2,35 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
-from board.data.discovery import discover_runs, run_group
+from board.data import cache
+from board.data.cache import run_cache_dir
+from board.data.discovery import RunLocation, discover_runs, run_group
 from board.data.histograms import HistogramPoint
 from board.data.run import RunState, RunSummary
 from board.data.series import ScalarColumns, ScalarSeries
 
 log = logging.getLogger(__name__)
+PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
+
+
+def _unread_bytes(run: RunLocation, cache_root: Path, logdir: Path) -> int:
+    """Bytes of the run's event files; 0 when a valid cache entry covers them (nothing to decode)."""
+    if cache.load(run_cache_dir(cache_root, logdir, run.name), run.path) is not None:
+        return 0
+    total = 0
+    for name in run.event_files:
+        try:
+            total += (run.path / name).stat().st_size
+        except OSError:
+            continue
+    return total
 
 
 class UnknownSeries(KeyError):
@@ -24,9 +43,14 @@ class UnknownSeries(KeyError):
 class LogdirStore:
     """Thread-safe: one refresher thread writes, any number of request threads read snapshots."""
 
-    def __init__(self, logdir: Path, reload_interval: float = 5.0) -> None:
+    def __init__(self, logdir: Path, reload_interval: float = 5.0, cache_root: Path | None = None,
+                 workers: int | None = None) -> None:
+        """`cache_root` None: no on-disk cache (and no worker processes). `workers`: processes that decode
+        new runs in parallel on the first pass (default: one per CPU)."""
         self.logdir = Path(logdir)
         self.reload_interval = reload_interval
+        self.cache_root = cache_root
+        self.workers = workers if workers is not None else (os.cpu_count() or 1)
         self._runs: dict[str, RunState] = {}
         self._summaries: dict[str, RunSummary] = {}
         self._lock = threading.RLock()
@@ -44,21 +68,43 @@ class LogdirStore:
             for name in set(self._runs) - set(locations):
                 del self._runs[name]
                 self._summaries.pop(name, None)
+        self._decode_in_workers([locations[name] for name in sorted(set(locations) - set(self._runs))])
         for name, location in sorted(locations.items()):
             run = self._runs.get(name)
             if run is None:
-                run = RunState(name, run_group(name), location.path)
+                cache_dir = run_cache_dir(self.cache_root, self.logdir, name) if self.cache_root else None
+                run = RunState(name, run_group(name), location.path, cache_dir)
             try:
                 run.refresh(location.event_files, self._lock)
             except OSError as error:  # the run vanished mid-read; the next pass sees it gone
                 log.info("run %s: %s", name, error)
                 continue
+            run.save_cache_if_grown()
             summary = run.summary()
             with self._lock:
                 self._runs[name] = run
                 self._summaries[name] = summary
         self.refreshes += 1
         self.last_refresh_seconds = time.perf_counter() - started
+
+    def _decode_in_workers(self, new_runs: list[RunLocation]) -> None:
+        """Decode large new runs into the cache with worker processes; the pass then maps their results."""
+        if self.cache_root is None or self.workers < 2 or len(new_runs) < 2:
+            return
+        sizes = {run.name: _unread_bytes(run, self.cache_root, self.logdir) for run in new_runs}
+        if sum(sizes.values()) < PARALLEL_MIN_BYTES:
+            return
+        groups: list[list[str]] = [[] for _ in range(min(self.workers, len(new_runs)))]
+        loads = [0] * len(groups)
+        for name in sorted(sizes, key=sizes.__getitem__, reverse=True):  # largest first onto the lightest worker
+            lightest = loads.index(min(loads))
+            groups[lightest].append(name)
+            loads[lightest] += sizes[name]
+        command = [sys.executable, "-m", "board.data.worker", str(self.logdir), str(self.cache_root)]
+        processes = [subprocess.Popen([*command, *group]) for group in groups if group]
+        for process in processes:
+            if process.wait() != 0:  # the pass reads those runs itself
+                log.warning("a decoding worker failed (exit %s)", process.returncode)
 
     def start(self) -> None:
         """Refresh now and then every `reload_interval` seconds, in a daemon thread."""

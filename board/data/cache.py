@@ -1,0 +1,156 @@
+"""A run's decoded points saved as plain .npy columns, so that re-opening a log directory skips decoding.
+
+Layout: `<cache_root>/<hash of the log directory>/<hash of the run name>/` holding `manifest.json` and one
+`.npy` file per column. Nothing is pickled (`np.load(..., allow_pickle=False)`), columns are memory-mapped, and
+an entry is used only if every event file it describes still starts with the same bytes and is at least as
+long as the offset it was read to; the reader then resumes from that offset.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from board.data.histograms import HistogramPoint, HistogramSeries
+from board.data.series import ScalarColumns, ScalarSeries
+
+FORMAT_VERSION = 1
+HEAD_BYTES = 4096
+_SCALAR_COLUMNS = ("steps", "wall_times", "values")
+_HISTOGRAM_COLUMNS = ("hist_steps", "hist_stats", "hist_edges", "hist_counts", "hist_offsets")
+
+
+def default_cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flowscope" / "board"
+
+
+def run_cache_dir(cache_root: Path, logdir: Path, run: str) -> Path:
+    logdir_key = hashlib.sha256(str(Path(logdir).resolve()).encode()).hexdigest()[:16]
+    run_key = hashlib.sha256(run.encode()).hexdigest()[:16]
+    return cache_root / logdir_key / run_key
+
+
+def head_checksum(path: Path, length: int) -> int:
+    with open(path, "rb") as file:
+        return zlib.crc32(file.read(min(length, HEAD_BYTES)))
+
+
+@dataclass(frozen=True, slots=True)
+class FileMark:
+    """How far one event file was read."""
+
+    name: str
+    offset: int
+    corrupt_records: int
+    head_crc: int
+
+
+@dataclass(frozen=True, slots=True)
+class CachedRun:
+    files: tuple[FileMark, ...]
+    scalars: dict[str, ScalarSeries]
+    histograms: dict[str, HistogramSeries]
+    last_update: float | None
+    points: int
+
+
+def save(directory: Path, files: list[FileMark], scalars: dict[str, ScalarSeries],
+         histograms: dict[str, HistogramSeries], last_update: float | None) -> None:
+    """Write the entry next to the old one and swap the manifest in last, so a reader never sees a torn entry."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tags = sorted(scalars)
+    columns = [scalars[tag].columns() for tag in tags]
+    arrays: dict[str, np.ndarray] = {
+        "steps": np.concatenate([c.steps for c in columns]) if columns else np.empty(0, np.int64),
+        "wall_times": np.concatenate([c.wall_times for c in columns]) if columns else np.empty(0),
+        "values": np.concatenate([c.values for c in columns]) if columns else np.empty(0),
+    }
+    hist_tags = sorted(histograms)
+    points = [p for tag in hist_tags for p in histograms[tag].points]
+    arrays["hist_steps"] = np.array([p.step for p in points], np.int64)
+    arrays["hist_stats"] = np.array([[p.wall_time, p.min, p.max, p.num] for p in points], np.float64).reshape(-1, 4)
+    arrays["hist_edges"] = np.concatenate([np.asarray(p.edges, np.float64) for p in points]) if points else np.empty(0)
+    arrays["hist_counts"] = np.concatenate([np.asarray(p.counts, np.float64) for p in points]) if points else np.empty(0)
+    arrays["hist_offsets"] = np.cumsum([0, *(len(p.counts) for p in points)]).astype(np.int64)
+    generation = f"{os.getpid()}-{time.time_ns()}"
+    for name, array in arrays.items():
+        np.save(directory / f"{name}.{generation}.npy", array, allow_pickle=False)
+    manifest = {
+        "version": FORMAT_VERSION,
+        "generation": generation,
+        "files": [asdict(mark) for mark in files],
+        "scalars": [[tag, len(c), scalars[tag].superseded] for tag, c in zip(tags, columns)],
+        "histograms": [[tag, len(histograms[tag]), histograms[tag].superseded] for tag in hist_tags],
+        "last_update": last_update,
+    }
+    temporary = directory / f"manifest.{generation}.json"
+    temporary.write_text(json.dumps(manifest))
+    old = _read_manifest(directory)
+    os.replace(temporary, directory / "manifest.json")
+    if old is not None:
+        for name in (*_SCALAR_COLUMNS, *_HISTOGRAM_COLUMNS):
+            (directory / f"{name}.{old['generation']}.npy").unlink(missing_ok=True)
+
+
+def load(directory: Path, run_path: Path) -> CachedRun | None:
+    """The cached points of a run, or None if there is no entry or the files no longer match it."""
+    manifest = _read_manifest(directory)
+    if manifest is None or manifest.get("version") != FORMAT_VERSION:
+        return None
+    marks = tuple(FileMark(**entry) for entry in manifest["files"])
+    for mark in marks:
+        path = run_path / mark.name
+        try:
+            if path.stat().st_size < mark.offset or head_checksum(path, mark.offset) != mark.head_crc:
+                return None
+        except OSError:
+            return None
+    generation = manifest["generation"]
+    try:
+        arrays = {name: np.load(directory / f"{name}.{generation}.npy", mmap_mode="r", allow_pickle=False)
+                  for name in (*_SCALAR_COLUMNS, *_HISTOGRAM_COLUMNS)}
+    except (OSError, ValueError):
+        return None
+    scalars: dict[str, ScalarSeries] = {}
+    start = 0
+    for tag, rows, superseded in manifest["scalars"]:
+        stop = start + rows
+        series = ScalarSeries(ScalarColumns(*(arrays[name][start:stop] for name in _SCALAR_COLUMNS)))
+        series.superseded = superseded
+        scalars[tag] = series
+        start = stop
+    if start != len(arrays["steps"]):
+        return None
+    histograms = _histograms(manifest["histograms"], arrays)
+    return CachedRun(marks, scalars, histograms, manifest["last_update"], start + len(arrays["hist_steps"]))
+
+
+def _histograms(entries: list, arrays: dict[str, np.ndarray]) -> dict[str, HistogramSeries]:
+    offsets = arrays["hist_offsets"]
+    result: dict[str, HistogramSeries] = {}
+    index = 0
+    for tag, count, superseded in entries:
+        series = HistogramSeries()
+        series.superseded = superseded
+        for i in range(index, index + count):
+            lo, hi = int(offsets[i]), int(offsets[i + 1])
+            wall_time, minimum, maximum, num = (float(v) for v in arrays["hist_stats"][i])
+            series.points.append(HistogramPoint(int(arrays["hist_steps"][i]), wall_time, minimum, maximum, num,
+                                                np.asarray(arrays["hist_edges"][lo + i : hi + i + 1]),
+                                                np.asarray(arrays["hist_counts"][lo:hi])))
+        result[tag] = series
+        index += count
+    return result
+
+
+def _read_manifest(directory: Path) -> dict | None:
+    try:
+        return json.loads((directory / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,36 @@
+"""`python -m board.data.worker LOGDIR CACHE_ROOT RUN...`: decode runs into the cache, in a separate process.
+
+The store starts a few of these to read a large log directory on several cores. They hand their results
+over through the cache files only (no pickling between processes); the store then maps those files.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from board.data.cache import run_cache_dir
+from board.data.discovery import discover_runs, run_group
+from board.data.run import RunState
+
+
+def load_into_cache(logdir: Path, cache_root: Path, runs: list[str]) -> None:
+    locations = discover_runs(logdir)
+    for name in runs:
+        location = locations.get(name)
+        if location is None:
+            continue
+        state = RunState(name, run_group(name), location.path, run_cache_dir(cache_root, logdir, name))
+        state.refresh(location.event_files)
+        state.save_cache_if_grown()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    load_into_cache(Path(argv[0]), Path(argv[1]), argv[2:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
