@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import config as _config
 from engine.function import Function
 from engine.ops._util import as_tensor, broadcast_error, unbroadcast
 from engine.tensor import Tensor
@@ -161,6 +162,8 @@ def mul(a: Any, b: Any) -> Tensor:
 
 def div(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
+    if a._data.dtype.kind != "f" and b._data.dtype.kind != "f":  # true division of integers: default float dtype
+        a, b = a.astype(_config.DEFAULT_DTYPE), b.astype(_config.DEFAULT_DTYPE)
     return Div()(a, b)
 
 
@@ -179,7 +182,12 @@ def matmul(a: Any, b: Any) -> Tensor:
 
 
 def _pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    # NOTE: an integer tensor meeting a Python float computes in the default float dtype (as PyTorch), not float64.
     if isinstance(a, Tensor):
+        if isinstance(b, float) and a._data.dtype.kind != "f":
+            a = a.astype(_config.DEFAULT_DTYPE)
         return a, as_tensor(b, a)
     b = as_tensor(b)
+    if isinstance(a, float) and b._data.dtype.kind != "f":
+        b = b.astype(_config.DEFAULT_DTYPE)
     return as_tensor(a, b), b
