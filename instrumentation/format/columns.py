@@ -22,9 +22,9 @@ _CLASSES = protos.build_file("flowscope/tensorboard/event_columns.proto", messag
     message("ValueColumns", [
         field("tag", 1, STRING, repeated=True), field("simple_value", 2, FLOAT, repeated=True)]),
 ])
-_EventColumns = _CLASSES[f"{protos.PACKAGE}.EventColumns"].FromString
-_SummaryColumns = _CLASSES[f"{protos.PACKAGE}.SummaryColumns"].FromString
-_ValueColumns = _CLASSES[f"{protos.PACKAGE}.ValueColumns"].FromString
+_EventColumns = _CLASSES["EventColumns"].FromString
+_SummaryColumns = _CLASSES["SummaryColumns"].FromString
+_ValueColumns = _CLASSES["ValueColumns"].FromString
 
 
 def scalar_columns(records: list[bytes]) -> tuple[list[str], list[int], list[float], list[float]] | None:

@@ -26,7 +26,7 @@ def field(name: str, number: int, type_: int, *, repeated: bool = False, type_na
 def message(name: str, fields: Sequence[FieldSpec], *, oneofs: Sequence[str] = (),
             nested: Sequence[descriptor_pb2.DescriptorProto] = (),
             enums: Sequence[descriptor_pb2.EnumDescriptorProto] = ()) -> descriptor_pb2.DescriptorProto:
-    """A DescriptorProto; `type_name` of message/enum fields is a name relative to the package."""
+    """A DescriptorProto; `type_name` of message/enum fields is resolved like protoc does (relative to the scope)."""
     proto = descriptor_pb2.DescriptorProto(name=name)
     for oneof_name in oneofs:
         proto.oneof_decl.add(name=oneof_name)
@@ -34,7 +34,7 @@ def message(name: str, fields: Sequence[FieldSpec], *, oneofs: Sequence[str] = (
         f = proto.field.add(name=name_, number=number, type=type_,
                             label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL)
         if type_name:
-            f.type_name = type_name if type_name.startswith(".") else f".{PACKAGE}.{type_name}"
+            f.type_name = type_name
         if oneof is not None:
             f.oneof_index = oneof
     proto.nested_type.extend(nested)
@@ -51,15 +51,16 @@ def enum(name: str, values: Sequence[tuple[str, int]]) -> descriptor_pb2.EnumDes
 
 def build_file(file_name: str, messages: Sequence[descriptor_pb2.DescriptorProto],
                enums: Sequence[descriptor_pb2.EnumDescriptorProto] = (),
-               dependencies: Sequence[str] = ()) -> dict[str, Any]:
-    """Adds one proto3 file to the private pool; returns its message classes by full name."""
-    file_proto = descriptor_pb2.FileDescriptorProto(name=file_name, package=PACKAGE, syntax="proto3")
+               dependencies: Sequence[str] = (), package: str = PACKAGE) -> dict[str, Any]:
+    """Adds one proto3 file to the private pool; returns its message classes by name relative to the package."""
+    file_proto = descriptor_pb2.FileDescriptorProto(name=file_name, package=package, syntax="proto3")
     file_proto.dependency.extend(dependencies)
     file_proto.message_type.extend(messages)
     file_proto.enum_type.extend(enums)
     POOL.Add(file_proto)
     # NOTE: pass the file *name*: upb's pool.Add returns a descriptor, the pure-Python backend returns None.
-    return message_factory.GetMessageClassesForFiles([file_name], POOL)
+    classes = message_factory.GetMessageClassesForFiles([file_name], POOL)
+    return {full_name.removeprefix(f"{package}."): cls for full_name, cls in classes.items()}
 
 
 # DataType values used here (tensorflow/core/framework/types.proto).
@@ -110,15 +111,7 @@ _CLASSES = build_file("flowscope/tensorboard/event.proto", enums=[
         field("session_log", 7, MESSAGE, type_name="SessionLog", oneof=0)], oneofs=["what"]),
 ])
 
-
-def _cls(name: str) -> Any:
-    return _CLASSES[f"{PACKAGE}.{name}"]
-
-
-Event = _cls("Event")
-Summary = _cls("Summary")
-SummaryMetadata = _cls("SummaryMetadata")
-HistogramProto = _cls("HistogramProto")
-TensorProto = _cls("TensorProto")
-TensorShapeProto = _cls("TensorShapeProto")
-SessionLog = _cls("SessionLog")
+Event, Summary, SummaryMetadata, SessionLog = (_CLASSES[name] for name in ("Event", "Summary", "SummaryMetadata",
+                                                                              "SessionLog"))
+HistogramProto, TensorProto, TensorShapeProto = (_CLASSES[name] for name in ("HistogramProto", "TensorProto",
+                                                                             "TensorShapeProto"))

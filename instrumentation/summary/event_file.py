@@ -1,0 +1,216 @@
+"""The async layer: one background thread builds, frames and appends queued events to a run's event files."""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from instrumentation.format.metadata import event_file_name
+from instrumentation.format.records import frame_records
+from instrumentation.summary.builders import file_version_event
+
+logger = logging.getLogger("instrumentation.summary")
+
+Build = Callable[..., bytes]
+_LIVE_WRITERS: weakref.WeakSet[AsyncEventWriter] = weakref.WeakSet()
+_file_sequence = iter(range(1 << 62))  # the <n> of event file names, unique in this process
+
+
+class _EventFile:
+    """One append-only event file written with os.write (no user-space buffer a fork could duplicate)."""
+
+    def __init__(self, run_dir: str, suffix: str) -> None:
+        self.path = os.path.join(run_dir, event_file_name(next(_file_sequence), suffix))
+        os.makedirs(run_dir, exist_ok=True)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size_bytes = 0
+
+    def append(self, payload: bytes) -> None:
+        """Writes all of `payload`, or cuts the file back to its last complete record and raises OSError."""
+        view = memoryview(payload)
+        try:
+            while view:
+                view = view[os.write(self.fd, view):]
+        except OSError:
+            try:
+                os.ftruncate(self.fd, self.size_bytes)
+            except OSError:
+                pass
+            raise
+        self.size_bytes += len(payload)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class AsyncEventWriter:
+    """Queues (run_dir, build, args) items on the calling thread; a daemon thread turns them into records.
+
+    `enqueue` costs one deque append. The thread writes whatever is queued every `flush_secs`, as soon as
+    `max_queue` items wait, and on `flush()`/`close()`/interpreter exit; written bytes reach the OS at once,
+    so a process killed after `flush()` returns leaves every flushed event readable. I/O errors are logged once
+    per path and error, counted in `dropped_events`, and never raised. In a child process after `fork`, the
+    writer forgets the parent's queue and files and starts new files (named with the child's pid) in the same
+    directories on the child's first event, so the two processes never write into one file.
+    """
+
+    def __init__(self, run_dir: str, *, max_queue: int, flush_secs: float, filename_suffix: str = "") -> None:
+        self.run_dir = run_dir
+        self.max_queue = max(1, int(max_queue))
+        self.max_pending = max(64 * self.max_queue, 1 << 16)  # beyond this the calling thread waits (backpressure)
+        self.flush_secs = flush_secs
+        self.filename_suffix = filename_suffix
+        self.dropped_events = 0
+        self.written_events = 0
+        self._reported: set[tuple[str, str]] = set()
+        self._start()
+        _LIVE_WRITERS.add(self)
+
+    def _start(self) -> None:
+        self._queue: deque[tuple[Any, ...]] = deque()
+        self._wakeup = threading.Event()
+        self._drained = threading.Condition()
+        self._files: dict[str, _EventFile] = {}
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="flowscope-summary-writer", daemon=True)
+        self._thread.start()
+
+    # ---- calling thread -------------------------------------------------------------------------------------
+    def enqueue(self, run_dir: str | None, build: Build, *args: Any) -> None:
+        queue = self._queue
+        queue.append((run_dir, build, args))
+        if len(queue) >= self.max_queue:
+            self._on_full()
+
+    def _on_full(self) -> None:
+        if self._closed:
+            return
+        if not self._wakeup.is_set():
+            self._wakeup.set()
+        if len(self._queue) >= self.max_pending:
+            with self._drained:
+                self._drained.wait_for(lambda: len(self._queue) < self.max_queue or self._closed, timeout=60)
+
+    def open_run(self, run_dir: str | None = None) -> None:
+        """Creates the event file of a run now (it is otherwise created with the run's first event)."""
+        self.enqueue(run_dir, _no_event)
+        self.flush()
+
+    def flush(self) -> None:
+        """Returns once everything enqueued before the call has been handed to the OS (or dropped and counted)."""
+        if self._closed or not self._thread.is_alive():
+            return
+        done = threading.Event()
+        self._queue.append((None, None, (done,)))
+        self._wakeup.set()
+        while not done.wait(0.5) and self._thread.is_alive():
+            pass
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._wakeup.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        for event_file in self._files.values():
+            event_file.close()
+        self._files.clear()
+        _LIVE_WRITERS.discard(self)
+        if self.dropped_events:
+            logger.warning("SummaryWriter(%s): %d events could not be written and were dropped",
+                           self.run_dir, self.dropped_events)
+
+    # ---- writer thread --------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            self._wakeup.wait(self.flush_secs)
+            self._wakeup.clear()
+            self._drain()
+            if self._closed:
+                self._drain()
+                return
+
+    def _drain(self) -> None:
+        batches: dict[str | None, list[bytes]] = {}
+        queue = self._queue
+        while queue:
+            run_dir, build, args = queue.popleft()
+            if build is None:  # a flush marker: write what came before it, then release the caller
+                self._write(batches)
+                batches = {}
+                args[0].set()
+                continue
+            try:
+                record = build(*args)
+            except Exception as error:  # a bug in a builder must not stop the writer
+                self._report(self.run_dir, f"building an event failed: {error!r}")
+                self.dropped_events += 1
+                continue
+            batch = batches.get(run_dir)
+            if batch is None:
+                batch = batches[run_dir] = []
+            if record:
+                batch.append(record)
+        self._write(batches)
+        with self._drained:
+            self._drained.notify_all()
+
+    def _write(self, batches: dict[str | None, list[bytes]]) -> None:
+        for run_dir, records in batches.items():
+            path = self.run_dir if run_dir is None else run_dir
+            try:
+                event_file = self._file(path)
+                if records:
+                    event_file.append(frame_records(records))
+                self.written_events += len(records)
+            except OSError as error:
+                self._report(path, f"{error.strerror or error} (errno {error.errno})")
+                self.dropped_events += len(records)
+
+    def _file(self, run_dir: str) -> _EventFile:
+        event_file = self._files.get(run_dir)
+        if event_file is None:
+            event_file = _EventFile(run_dir, self.filename_suffix)
+            event_file.append(frame_records([file_version_event(time.time())]))
+            self._files[run_dir] = event_file
+        return event_file
+
+    def _report(self, path: str, message: str) -> None:
+        if (path, message) not in self._reported:
+            self._reported.add((path, message))
+            logger.warning("SummaryWriter cannot write to %s: %s; further events that fail are dropped and "
+                           "counted in dropped_events", path, message)
+
+    def _after_fork_in_child(self) -> None:
+        for event_file in self._files.values():
+            try:
+                event_file.close()  # the child's copy of the descriptor only
+            except OSError:
+                pass
+        self._start()
+
+
+def _no_event() -> bytes:
+    return b""
+
+
+def _close_all_at_exit() -> None:
+    for writer in list(_LIVE_WRITERS):
+        writer.close()
+
+
+def _after_fork_in_child() -> None:
+    for writer in list(_LIVE_WRITERS):
+        writer._after_fork_in_child()
+
+
+atexit.register(_close_all_at_exit)
+os.register_at_fork(after_in_child=_after_fork_in_child)

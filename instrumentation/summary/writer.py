@@ -1,0 +1,145 @@
+"""SummaryWriter: torch.utils.tensorboard's API; validates and enqueues on the calling thread, writes elsewhere."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from instrumentation.summary import hparams
+from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
+from instrumentation.summary.builders import (ScalarEventBuilder, histogram_event, session_start_event,
+                                              text_event)
+from instrumentation.summary.event_file import AsyncEventWriter
+from instrumentation.summary.inputs import check_tag, histogram_values, to_float, to_numpy, to_step
+
+DEFAULT_LOG_ROOT = "logs"
+
+
+def default_log_dir(comment: str = "") -> str:
+    """`logs/<Mon DD_HH-MM-SS>_<host><comment>`, like torch's `runs/...`."""
+    return os.path.join(DEFAULT_LOG_ROOT, datetime.now().strftime("%b%d_%H-%M-%S") + "_" + socket.gethostname()
+                        + comment)
+
+
+def _histogram_record(tag: str, values: np.ndarray, bins: Bins, max_bins: int | None, step: int,
+                      wall_time: float) -> bytes:
+    return histogram_event(tag, histogram_from_values(values, bins, max_bins), step, wall_time)
+
+
+class SummaryWriter:
+    """Writes TensorBoard event files under `log_dir`, with torch.utils.tensorboard.SummaryWriter's methods.
+
+    Each `add_*` checks its arguments (ValueError naming the tag) and enqueues; serializing, bucketing and
+    writing run on a background thread (see AsyncEventWriter). NaN/Inf scalars are written as they are.
+    """
+
+    def __init__(self, log_dir: str | os.PathLike[str] | None = None, comment: str = "",
+                 purge_step: int | None = None, max_queue: int = 1024, flush_secs: float = 2.0,
+                 filename_suffix: str = "") -> None:
+        self.log_dir = os.fspath(log_dir) if log_dir else default_log_dir(comment)
+        self.purge_step = purge_step
+        self._async = AsyncEventWriter(self.log_dir, max_queue=max_queue, flush_secs=flush_secs,
+                                       filename_suffix=filename_suffix)
+        self._enqueue = self._async.enqueue
+        self._scalar_event = ScalarEventBuilder()
+        if purge_step is not None:
+            self._enqueue(None, session_start_event, time.time(), to_step(purge_step))
+        self._async.open_run()
+
+    def get_logdir(self) -> str:
+        return self.log_dir
+
+    @property
+    def dropped_events(self) -> int:
+        """Events lost to I/O errors (each error is also logged once with the path)."""
+        return self._async.dropped_events
+
+    def add_scalar(self, tag: str, scalar_value: Any, global_step: int | None = None,
+                   walltime: float | None = None) -> None:
+        if tag.__class__ is not str:
+            check_tag(tag)
+        value = scalar_value if scalar_value.__class__ is float else to_float(tag, scalar_value)
+        step = global_step if global_step.__class__ is int else to_step(global_step)
+        self._enqueue(None, self._scalar_event, tag, value, step, time.time() if walltime is None else walltime)
+
+    def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any], global_step: int | None = None,
+                    walltime: float | None = None) -> None:
+        """One sub-run per key, `<log_dir>/<main_tag with / as _>_<key>`, each holding `main_tag` (torch's layout)."""
+        check_tag(main_tag)
+        step = to_step(global_step)
+        wall_time = time.time() if walltime is None else walltime
+        values = [(check_tag(key), to_float(f"{main_tag}/{key}", value)) for key, value in tag_scalar_dict.items()]
+        for key, value in values:
+            run_dir = os.path.join(self.log_dir, main_tag.replace("/", "_") + "_" + key)
+            self._enqueue(run_dir, self._scalar_event, main_tag, value, step, wall_time)
+
+    def add_histogram(self, tag: str, values: Any, global_step: int | None = None, bins: Bins = "tensorflow",
+                      walltime: float | None = None, max_bins: int | None = None) -> None:
+        """Buckets are computed on the writer thread from a copy; `bins` is "tensorflow", an int or a numpy rule."""
+        check_tag(tag)
+        if not (isinstance(bins, str) or (isinstance(bins, (int, np.integer)) and not isinstance(bins, bool)
+                                          and bins > 0)):
+            raise ValueError(f"add_histogram({tag!r}): bins must be 'tensorflow', a numpy rule or a positive int")
+        if max_bins is not None and (not isinstance(max_bins, int) or max_bins < 1):
+            raise ValueError(f"add_histogram({tag!r}): max_bins must be a positive int, got {max_bins!r}")
+        array = histogram_values(tag, values)
+        self._enqueue(None, _histogram_record, tag, array, bins, max_bins, to_step(global_step),
+                      time.time() if walltime is None else walltime)
+
+    def add_histogram_raw(self, tag: str, min: float, max: float, num: float, sum: float, sum_squares: float,
+                          bucket_limits: Any, bucket_counts: Any, global_step: int | None = None,
+                          walltime: float | None = None) -> None:
+        """A histogram given as TF's fields: `bucket_limits` are the buckets' right edges."""
+        check_tag(tag)
+        limits = to_numpy(bucket_limits).astype(np.float64).reshape(-1)
+        counts = to_numpy(bucket_counts).astype(np.float64).reshape(-1)
+        if limits.size == 0 or limits.size != counts.size:
+            raise ValueError(f"add_histogram_raw({tag!r}): need as many bucket_limits as bucket_counts (and >= 1), "
+                             f"got {limits.size} and {counts.size}")
+        moments = [to_float(tag, number) for number in (min, max, num, sum, sum_squares)]
+        histogram = HistogramData(*moments, edges=np.concatenate([[moments[0]], limits]), counts=counts)
+        self._enqueue(None, histogram_event, tag, histogram, to_step(global_step),
+                      time.time() if walltime is None else walltime)
+
+    def add_text(self, tag: str, text_string: str, global_step: int | None = None,
+                 walltime: float | None = None) -> None:
+        check_tag(tag)
+        if not isinstance(text_string, str):
+            raise ValueError(f"add_text({tag!r}): text must be a str, got {type(text_string).__name__}")
+        self._enqueue(None, text_event, tag, text_string, to_step(global_step),
+                      time.time() if walltime is None else walltime)
+
+    def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Any],
+                    hparam_domain_discrete: Mapping[str, Sequence[Any]] | None = None, run_name: str | None = None,
+                    global_step: int | None = None) -> None:
+        """Like torch: the experiment, session start/end and the metrics go to the sub-run `<log_dir>/<run_name>`
+        (default: the current Unix time), which TensorBoard's HParams dashboard lists as one session."""
+        hparams.validate(hparam_dict, metric_dict, hparam_domain_discrete)
+        metrics = {tag: to_float(tag, value) for tag, value in metric_dict.items()}
+        run_dir = os.path.join(self.log_dir, run_name or str(time.time()))
+        step, wall_time = to_step(global_step), time.time()
+        hparam_copy, domain_copy = dict(hparam_dict), {k: list(v) for k, v in (hparam_domain_discrete or {}).items()}
+        self._enqueue(run_dir, hparams.experiment_event, hparam_copy, list(metrics), domain_copy, step, wall_time)
+        self._enqueue(run_dir, hparams.session_start_event, hparam_copy, step, wall_time)
+        self._enqueue(run_dir, hparams.session_end_event, step, wall_time)
+        for tag, value in metrics.items():
+            self._enqueue(run_dir, self._scalar_event, tag, value, step, wall_time)
+
+    def flush(self) -> None:
+        """Blocks until every event added so far is in the file (readable even if the process is killed)."""
+        self._async.flush()
+
+    def close(self) -> None:
+        """Flushes and closes the files; logs how many events were dropped, if any."""
+        self._async.close()
+
+    def __enter__(self) -> SummaryWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
