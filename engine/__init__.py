@@ -9,8 +9,11 @@ from engine.autograd import grad
 from engine.ops import concat, stack, where
 from engine.random import manual_seed
 from engine import data, datasets
+from engine import optim
+from engine.serialization import load, save
+from engine.training import History, fit
 
 __version__ = "0.1.0"
 
-__all__ = ["Function", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "data", "datasets", "enable_grad", "grad",
-           "hooks", "is_grad_enabled", "manual_seed", "memory", "no_grad", "stack", "tensor", "where"]
+__all__ = ["Function", "History", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "data", "datasets", "enable_grad", "fit", "grad",
+           "hooks", "is_grad_enabled", "load", "manual_seed", "memory", "no_grad", "optim", "save", "stack", "tensor", "where"]
