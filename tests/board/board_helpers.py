@@ -1,0 +1,41 @@
+"""Helpers shared by the board's tests: bounded polling and fixture writers."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from instrumentation import SummaryWriter
+
+
+def wait_for(condition: Callable[[], object], what: str, attempts: int = 600, pause_s: float = 0.05) -> object:
+    """Poll `condition` until it returns something truthy; a bounded number of attempts, then fail."""
+    for _ in range(attempts):
+        result = condition()
+        if result:
+            return result
+        time.sleep(pause_s)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def write_scalars(run_dir: Path, tag: str, steps: np.ndarray, values: np.ndarray, *, wall_time0: float = 1.7e9) -> None:
+    with SummaryWriter(run_dir) as writer:
+        for step, value in zip(steps.tolist(), values.tolist()):
+            writer.add_scalar(tag, value, step, walltime=wall_time0 + step)
+
+
+def scalar_record(tag: str, step: int, value: float, wall_time: float | None = None) -> bytes:
+    """One framed Event record holding one simple_value, built from the format module's messages."""
+    from instrumentation.format import frame_record, protos
+
+    event = protos.Event(wall_time=1.7e9 + step if wall_time is None else wall_time, step=step,
+                         summary=protos.Summary(value=[protos.Summary.Value(tag=tag, simple_value=value)]))
+    return frame_record(event.SerializeToString())
+
+
+def version_record() -> bytes:
+    from instrumentation.format import FILE_VERSION, frame_record, protos
+
+    return frame_record(protos.Event(wall_time=1.7e9, file_version=FILE_VERSION).SerializeToString())
