@@ -171,6 +171,19 @@ def backward(output: Tensor, grad: Any = None, retain_graph: bool = False) -> No
         raise RuntimeError(_FREED_MESSAGE.format(op=output._ctx.name))
     seed = _seed(output, grad)
     results = _run([output], [seed], retain_graph, None)
+    # New .grad buffers are allocated before any existing .grad is added to, so that an OutOfMemoryError
+    # leaves every .grad as it was (the ones created by this call are dropped again).
+    created: list[Tensor] = []
+    try:
+        for key in [key for key, (leaf, _) in results.items() if leaf.grad is None]:
+            leaf, array = results.pop(key)
+            _accumulate(leaf, array)
+            del array
+            created.append(leaf)
+    except _memory.OutOfMemoryError:
+        for leaf in created:
+            leaf.grad = None
+        raise
     while results:
         leaf, array = results.popitem()[1]
         _accumulate(leaf, array)
