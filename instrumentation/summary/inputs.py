@@ -18,7 +18,7 @@ def to_numpy(values: Any) -> np.ndarray:
     """numpy arrays, lists, torch tensors (any device/dtype) and engine Tensors (duck-typed by `.numpy()`)."""
     if isinstance(values, np.ndarray):
         return values
-    if hasattr(values, "detach"):  # torch.Tensor: off the autograd graph and the device first
+    if type(values).__module__.partition(".")[0] == "torch":  # off the autograd graph and the device first
         values = values.detach().cpu()
         if str(values.dtype) == "torch.bfloat16":  # numpy has no bfloat16
             values = values.float()
