@@ -5,8 +5,9 @@ from pathlib import Path
 
 import dash
 from dash import Dash, dcc, html
+from dash.exceptions import DependencyException
 
-from board.api import api
+from board.api import api, json_error
 from board.config import BoardConfig
 from board.context import EXTENSION, BoardContext
 from board.data.store import LogdirStore
@@ -28,6 +29,8 @@ def create_app(config: BoardConfig, store: LogdirStore | None = None) -> Dash:
     store = store if store is not None else LogdirStore(config.logdir, config.reload_interval, config.cache_root)
     app.server.extensions[EXTENSION] = BoardContext(config=config, store=store, smoothing=SmoothingCache())
     install_guard(app.server, config.token)
+    # Dash answers a component-suite path that names no registered library (e.g. "../..") with an exception.
+    app.server.register_error_handler(DependencyException, lambda error: json_error(404, "no such file"))
     app.server.register_blueprint(api)
     for page in _pages():
         page.register_callbacks(app)

@@ -5,6 +5,7 @@ import argparse
 import dataclasses
 import errno
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,27 +33,42 @@ def parse_args(argv: Sequence[str] | None = None) -> BoardConfig:
         raise  # unreachable: parser.error exits
 
 
+def _port_in_use(host: str, port: int) -> bool:
+    """Werkzeug prints its own multi-line message and exits on a busy port, so ask first (as it binds)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            return error.errno == errno.EADDRINUSE
+    return False
+
+
+def startup_warnings(config: BoardConfig) -> list[str]:
+    if not config.is_loopback and config.token is None:
+        return [f"serving on {config.host} without --token: anyone who can reach this address can read your logs. "
+                "Add --token SECRET, or bind to 127.0.0.1."]
+    return []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="board: %(message)s")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    if not config.is_loopback and config.token is None:
-        print(f"board: WARNING: serving on {config.host} without --token: anyone who can reach this address can "
-              "read your logs. Add --token SECRET, or bind to 127.0.0.1.", file=sys.stderr)
+    for warning in startup_warnings(config):
+        print(f"board: WARNING: {warning}", file=sys.stderr)
     # NOTE: imported late so that `board --help` and argument errors answer instantly.
     from werkzeug.serving import make_server
 
     from board.app import create_app
 
+    if config.port != 0 and _port_in_use(config.host, config.port):
+        print(f"board: port {config.port} on {config.host} is in use; choose another with --port, "
+              "or --port 0 to pick a free one.", file=sys.stderr)
+        return 1
     app = create_app(config)
-    try:
-        server = make_server(config.host, config.port, app.server, threaded=True)
-    except OSError as error:
-        if error.errno == errno.EADDRINUSE:
-            print(f"board: port {config.port} on {config.host} is in use; choose another with --port, "
-                  "or --port 0 to pick a free one.", file=sys.stderr)
-            return 1
-        raise
+    server = make_server(config.host, config.port, app.server, threaded=True)
     store = app.server.extensions["flowscope"].store
     store.start()
     host = f"[{config.host}]" if ":" in config.host else config.host

@@ -9,6 +9,8 @@ import numpy as np
 
 from instrumentation import SummaryWriter
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def wait_for(condition: Callable[[], object], what: str, attempts: int = 600, pause_s: float = 0.05) -> object:
     """Poll `condition` until it returns something truthy; a bounded number of attempts, then fail."""
@@ -35,7 +37,7 @@ def scalar_record(tag: str, step: int, value: float, wall_time: float | None = N
     return frame_record(event.SerializeToString())
 
 
-def version_record() -> bytes:
+def version_record(wall_time: float = 1.7e9) -> bytes:
     from instrumentation.format import FILE_VERSION, frame_record, protos
 
-    return frame_record(protos.Event(wall_time=1.7e9, file_version=FILE_VERSION).SerializeToString())
+    return frame_record(protos.Event(wall_time=wall_time, file_version=FILE_VERSION).SerializeToString())

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from board_helpers import REPO
 from instrumentation import SummaryWriter
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                "--disable-component-update", "--disable-sync"]
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

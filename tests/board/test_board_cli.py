@@ -1,0 +1,104 @@
+"""The `board` command: free port, busy port, a log directory that appears later, warnings, live tailing."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from board.cli import parse_args, startup_warnings
+from board_helpers import REPO, wait_for, write_scalars
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_defaults_are_safe() -> None:
+    config = parse_args(["--logdir", "logs"])
+    assert (config.host, config.port, config.token) == ("127.0.0.1", 6006, None)
+    assert startup_warnings(config) == []
+    assert startup_warnings(parse_args(["--logdir", "x", "--host", "::1"])) == []
+
+
+def test_non_loopback_without_token_warns() -> None:
+    [warning] = startup_warnings(parse_args(["--logdir", "x", "--host", "0.0.0.0"]))
+    assert "--token" in warning and "0.0.0.0" in warning
+    assert startup_warnings(parse_args(["--logdir", "x", "--host", "0.0.0.0", "--token", "t"])) == []
+
+
+def test_bad_options_are_rejected() -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--logdir", "x", "--reload-interval", "0"])
+    with pytest.raises(SystemExit):
+        parse_args([])
+
+
+def test_port_in_use_gives_one_line_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "board", "--logdir", str(tmp_path), "--port", str(port)],
+                                cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert f"port {port}" in line and "--port 0" in line
+
+
+def test_missing_logdir_is_waited_for_then_served(tmp_path: Path, serve_board) -> None:
+    logdir = tmp_path / "not-yet"
+    board = serve_board(logdir)
+    body = get_json(f"{board.url}/api/runs")
+    assert body["logdir_exists"] is False and body["runs"] == []
+    with urllib.request.urlopen(f"{board.url}/", timeout=30) as response:
+        assert response.status == 200
+    write_scalars(logdir / "run", "loss", np.arange(10), np.arange(10) * 0.5)
+    wait_for(lambda: get_json(f"{board.url}/api/runs")["runs"], "the new run to be served")
+    assert get_json(f"{board.url}/api/scalars?run=run&tag=loss")["values"] == [s * 0.5 for s in range(10)]
+
+
+WRITER = """
+import sys, time
+from instrumentation import SummaryWriter
+writer = SummaryWriter(sys.argv[1], flush_secs=1)
+for step in range(int(sys.argv[2])):
+    writer.add_scalar("live/value", step * 0.25, step)
+    if step % 50 == 0:
+        writer.flush()
+        time.sleep(0.01)
+writer.close()
+"""
+
+
+def test_a_live_training_process_keeps_being_served_correctly(tmp_path: Path, serve_board) -> None:
+    """While another process writes for the whole test, every answer is a correct prefix of what it writes."""
+    total = 20_000
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "logs" / "live"), str(total)], cwd=REPO)
+    try:
+        board = serve_board(tmp_path / "logs")
+        seen_lengths = []
+
+        def complete() -> bool:
+            try:
+                body = get_json(f"{board.url}/api/scalars?run=live&tag=live/value")
+            except urllib.error.HTTPError as error:
+                assert error.code == 404  # not written yet
+                return False
+            steps = body["steps"]
+            assert steps == list(range(len(steps)))  # a prefix: nothing missing, duplicated or reordered
+            assert body["values"] == [s * 0.25 for s in steps]
+            seen_lengths.append(len(steps))
+            return len(steps) == total
+
+        wait_for(complete, "every point written by the live process", attempts=1200, pause_s=0.1)
+        assert seen_lengths == sorted(seen_lengths)
+    finally:
+        writer.wait(timeout=300)
+    assert writer.returncode == 0
