@@ -106,6 +106,8 @@ def unsubscribe(observer: Any) -> None:
     _observers[:] = kept
     for name in HOOK_POINTS:
         globals()[name][:] = [h for h in globals()[name] if h.observer is not observer]
+    # NOTE: failures are keyed by id(observer); forget them, or a later observer reusing the id is never reported.
+    _reported.difference_update([key for key in _reported if key[0] == id(observer)])
 
 
 def observers() -> tuple[Any, ...]:

@@ -98,6 +98,18 @@ def test_failing_observer_is_reported_once_and_training_continues(capsys):
     assert err.count("Broken.op_end failed") == 1 and "ZeroDivisionError: observer bug" in err
 
 
+def test_a_resubscribed_failing_observer_is_reported_again(capsys):
+    broken = Broken()
+    for _ in range(2):
+        hooks.subscribe(broken)
+        try:
+            engine.tensor([1.0]) * 2
+            engine.tensor([1.0]) * 3
+        finally:
+            hooks.unsubscribe(broken)
+    assert capsys.readouterr().err.count("Broken.op_end failed") == 2
+
+
 def test_unsubscribe_detaches_every_hook_point():
     recorder = hooks.subscribe(Recorder())
     hooks.subscribe(recorder)  # subscribing twice is a no-op
