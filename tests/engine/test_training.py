@@ -43,7 +43,8 @@ def _require(*names):
 
 
 def test_mlp_reaches_95_percent_on_digits(digits):
-    """64 → 128 ReLU → 10, Adam, 10 epochs of 23 steps: well under a second on one core (≈ 0.4 ms per step)."""
+    """64 → 128 ReLU → 10, Adam, 10 epochs of 23 steps: about 0.3 s on one core (≈ 0.4 ms per step); test
+    accuracy ≈ 0.97 for seeds 0–2."""
     engine.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     history, result = _train_and_test(model, digits, epochs=10, lr=1e-2)
@@ -67,10 +68,11 @@ class DigitsCNN(nn.Module):
 
 
 def test_cnn_reaches_95_percent_on_digits(digits):
-    """The CNN above, Adam, 8 epochs of 23 steps: a few seconds on one core (the convolutions dominate)."""
+    """The CNN above, Adam, 10 epochs of 23 steps: about 3 s on one busy core (the convolutions dominate); test
+    accuracy ≈ 0.96–0.98 for seeds 0–2."""
     _require("Conv2d", "MaxPool2d")
     engine.manual_seed(0)
-    history, result = _train_and_test(DigitsCNN(), digits, epochs=8, lr=1e-2)
+    history, result = _train_and_test(DigitsCNN(), digits, epochs=10, lr=1e-2)
     assert result["accuracy"] >= 0.95, history
 
 
@@ -86,7 +88,7 @@ def _seeded_run(digits, seed):
 
 
 def test_two_seeded_runs_are_bit_identical(digits):
-    """Same seed, shuffled data and dropout: identical losses and weights, to the bit (under a second)."""
+    """Same seed, shuffled data and dropout: identical losses and weights, to the bit (≈ 0.2 s)."""
     _require("Dropout")
     losses_a, weights_a = _seeded_run(digits, seed=3)
     losses_b, weights_b = _seeded_run(digits, seed=3)
