@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# TensorBoard's distribution basis points: the normal distribution's -inf, -2σ, -1.5σ, -σ, -0.5σ, 0, … +inf.
+# TensorBoard's distribution basis points (1/10000): min, a normal distribution's -1.5σ, -σ, -0.5σ, median, … max.
 BASIS_POINTS = (0, 668, 1587, 3085, 5000, 6915, 8413, 9332, 10000)
 
 
@@ -55,29 +55,29 @@ class HistogramSeries:
 def percentiles(point: HistogramPoint, basis_points: tuple[int, ...] = BASIS_POINTS) -> np.ndarray:
     """Values below which each basis point (in 1/10000) of the mass lies, interpolated linearly inside buckets.
 
-    Matches TensorBoard's `compress_histogram`: 0 and 10000 map to the histogram's min and max.
+    The same rule as TensorBoard's `compress_histogram_proto` (so the bands match its distribution view): the
+    bucket is the first whose cumulative weight exceeds the basis point, empty buckets are skipped, a bucket's
+    left edge is the previous bucket's limit (or the histogram's min), and both edges are clipped to [min, max].
     """
     counts = np.asarray(point.counts, np.float64)
     total = counts.sum()
-    out = np.empty(len(basis_points), np.float64)
-    if total <= 0 or len(counts) == 0:
-        out.fill(np.nan)
-        return out
-    # Clip the outer edges to the recorded min/max so that open-ended buckets do not stretch the bands.
-    edges = np.clip(np.asarray(point.edges, np.float64), point.min, point.max)
-    cumulative = np.concatenate([[0.0], np.cumsum(counts)])
-    targets = np.asarray(basis_points, np.float64) / 10000.0 * total
-    for i, target in enumerate(targets):
-        bucket = int(np.searchsorted(cumulative, target, side="left"))
-        if bucket <= 0:
-            out[i] = edges[0]
-        elif bucket >= len(cumulative):
-            out[i] = edges[-1]
-        else:
-            lo_count, hi_count = cumulative[bucket - 1], cumulative[bucket]
-            fraction = (target - lo_count) / (hi_count - lo_count) if hi_count > lo_count else 0.0
-            out[i] = edges[bucket - 1] + fraction * (edges[bucket] - edges[bucket - 1])
-    out[0], out[-1] = point.min, point.max
+    if len(counts) == 0 or total <= 0:
+        return np.zeros(len(basis_points))
+    scale = basis_points[-1]
+    weights = np.cumsum(counts * scale / total)
+    limits = np.asarray(point.edges, np.float64)[1:]
+    out = np.empty(len(basis_points))
+    for index, basis_point in enumerate(basis_points):
+        bucket = int(np.searchsorted(weights, basis_point, side="right"))
+        while bucket < len(weights) and weights[bucket] == (weights[bucket - 1] if bucket else 0.0):
+            bucket += 1
+        if bucket >= len(weights):
+            out[index:] = point.max
+            break
+        previous = weights[bucket - 1] if bucket else 0.0
+        left = point.min if not bucket or not previous else max(limits[bucket - 1], point.min)
+        right = min(limits[bucket], point.max)
+        out[index] = left + (basis_point - previous) * (right - left) / (weights[bucket] - previous)
     return out
 
 
