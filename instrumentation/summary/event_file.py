@@ -69,11 +69,12 @@ class AsyncEventWriter:
         self.dropped_events = 0
         self.written_events = 0
         self._reported: set[tuple[str, str]] = set()
+        self.queue: deque[tuple[str | None, Build | None, tuple[Any, ...]]] = deque()
         self._start()
         _LIVE_WRITERS.add(self)
 
     def _start(self) -> None:
-        self._queue: deque[tuple[Any, ...]] = deque()
+        self.queue.clear()  # NOTE: cleared, never replaced: SummaryWriter holds `queue.append` for its hot path
         self._wakeup = threading.Event()
         self._drained = threading.Condition()
         self._files: dict[str, _EventFile] = {}
@@ -83,19 +84,21 @@ class AsyncEventWriter:
 
     # ---- calling thread -------------------------------------------------------------------------------------
     def enqueue(self, run_dir: str | None, build: Build, *args: Any) -> None:
-        queue = self._queue
+        """Queues `build(*args)` (it returns the serialized event) for the file of `run_dir` (None: the main run)."""
+        queue = self.queue
         queue.append((run_dir, build, args))
         if len(queue) >= self.max_queue:
-            self._on_full()
+            self.on_full()
 
-    def _on_full(self) -> None:
+    def on_full(self) -> None:
+        """Wakes the writer thread; past `max_pending` queued items, waits until it has caught up."""
         if self._closed:
             return
         if not self._wakeup.is_set():
             self._wakeup.set()
-        if len(self._queue) >= self.max_pending:
+        if len(self.queue) >= self.max_pending:
             with self._drained:
-                self._drained.wait_for(lambda: len(self._queue) < self.max_queue or self._closed, timeout=60)
+                self._drained.wait_for(lambda: len(self.queue) < self.max_queue or self._closed, timeout=60)
 
     def open_run(self, run_dir: str | None = None) -> None:
         """Creates the event file of a run now (it is otherwise created with the run's first event)."""
@@ -107,7 +110,7 @@ class AsyncEventWriter:
         if self._closed or not self._thread.is_alive():
             return
         done = threading.Event()
-        self._queue.append((None, None, (done,)))
+        self.queue.append((None, None, (done,)))
         self._wakeup.set()
         while not done.wait(0.5) and self._thread.is_alive():
             pass
@@ -140,7 +143,7 @@ class AsyncEventWriter:
 
     def _drain(self) -> None:
         batches: dict[str | None, list[bytes]] = {}
-        queue = self._queue
+        queue = self.queue
         while queue:
             run_dir, build, args = queue.popleft()
             if build is None:  # a flush marker: write what came before it, then release the caller

@@ -18,6 +18,7 @@ from instrumentation.summary.event_file import AsyncEventWriter
 from instrumentation.summary.inputs import check_tag, histogram_values, to_float, to_numpy, to_step
 
 DEFAULT_LOG_ROOT = "logs"
+_now = time.time
 
 
 def default_log_dir(comment: str = "") -> str:
@@ -46,6 +47,7 @@ class SummaryWriter:
         self._async = AsyncEventWriter(self.log_dir, max_queue=max_queue, flush_secs=flush_secs,
                                        filename_suffix=filename_suffix)
         self._enqueue = self._async.enqueue
+        self._queue_append, self._queue, self._max_queue = self._async.queue.append, self._async.queue, self._async.max_queue
         self._scalar_event = ScalarEventBuilder()
         if purge_step is not None:
             self._enqueue(None, session_start_event, time.time(), to_step(purge_step))
@@ -65,7 +67,10 @@ class SummaryWriter:
             check_tag(tag)
         value = scalar_value if scalar_value.__class__ is float else to_float(tag, scalar_value)
         step = global_step if global_step.__class__ is int else to_step(global_step)
-        self._enqueue(None, self._scalar_event, tag, value, step, time.time() if walltime is None else walltime)
+        # NOTE: AsyncEventWriter.enqueue inlined: this is the call a training loop makes most often.
+        self._queue_append((None, self._scalar_event, (tag, value, step, _now() if walltime is None else walltime)))
+        if len(self._queue) >= self._max_queue:
+            self._async.on_full()
 
     def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any], global_step: int | None = None,
                     walltime: float | None = None) -> None:
