@@ -262,7 +262,11 @@ def main(argv: list[str] | None = None) -> int:
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     print(f"MLP 784-64-10, batch {MLP_BATCH}; CNN 1x28x28 conv3x3x16-relu-pool2-conv3x3x32-relu-pool2-linear10, "
           f"batch {CNN_BATCH}; softmax cross-entropy + Adam; median of {args.repeats} x {args.steps} steps after "
-          f"{args.warmup} warm-up steps\n")
+          f"{args.warmup} warm-up steps")
+    if threads and os.getloadavg()[0] + threads > (os.cpu_count() or 1) + 0.5:
+        print("note: other processes are using these CPUs; BLAS and torch threads that spin-wait on busy cores slow "
+              "every implementation (most with more than one thread): compare ratios, or rerun with --threads 1")
+    print()
 
     rows: list[Row] = []
     for workload in ("MLP", "CNN"):
