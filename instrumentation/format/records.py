@@ -49,8 +49,7 @@ def frame_records(datas: list[bytes]) -> bytes:
     """Many framed records at once: the per-record work runs in C (map) and numpy (the CRC masks)."""
     if len(datas) < 8:
         return b"".join(map(frame_record, datas))
-    crcs = np.fromiter(map(crc32c, datas), dtype=np.uint64, count=len(datas))
-    masked = (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(_MASK_DELTA)) & np.uint64(_U32)
+    masked = _masked(np.fromiter(map(crc32c, datas), dtype=np.uint64, count=len(datas)))
     parts: list[bytes | None] = [None] * (3 * len(datas))
     parts[0::3] = map(_HEADERS_BY_LENGTH.__getitem__, map(len, datas))
     parts[1::3] = datas
@@ -100,8 +99,9 @@ def scan_records(buffer: bytes, offset: int = 0, max_records: int | None = None)
     A record whose data CRC fails is skipped; a header whose CRC fails is skipped up to the next intact header.
     """
     scan = RecordScan(end_offset=offset)
-    records, data_ends, data_crcs = scan.records, [], []
-    append_record, append_end, append_crc = records.append, data_ends.append, data_crcs.append
+    records: list[bytes] = scan.records
+    data_ends: list[int] = []
+    append_record, append_end = records.append, data_ends.append
     limit = len(buffer)
     header_cache = _VERIFIED_HEADERS
     remaining = -1 if max_records is None else max_records
@@ -119,25 +119,26 @@ def scan_records(buffer: bytes, offset: int = 0, max_records: int | None = None)
         data_end = offset + HEADER_BYTES + length
         if data_end + FOOTER_BYTES > limit:
             break
-        data = buffer[offset + HEADER_BYTES:data_end]
-        append_record(data)
-        append_crc(crc32c(data))
+        append_record(buffer[offset + HEADER_BYTES:data_end])
         append_end(data_end)
         remaining -= 1
         offset = data_end + FOOTER_BYTES
     scan.end_offset = offset
     if records:
-        _drop_corrupt(scan, buffer, data_ends, data_crcs)
+        _drop_corrupt(scan, buffer, data_ends)
     return scan
 
 
-def _drop_corrupt(scan: RecordScan, buffer: bytes, data_ends: list[int], data_crcs: list[int]) -> None:
-    """Checks every data CRC of a scan at once (numpy) and removes the records whose CRC fails."""
+def _masked(crcs: np.ndarray) -> np.ndarray:
+    return (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(_MASK_DELTA)) & np.uint64(_U32)
+
+
+def _drop_corrupt(scan: RecordScan, buffer: bytes, data_ends: list[int]) -> None:
+    """Checks every data CRC of a scan at once (CRCs in C through map, masks in numpy); drops the failures."""
     footer_starts = np.asarray(data_ends, dtype=np.int64)
     raw = np.frombuffer(buffer, dtype=np.uint8)
     stored = raw[footer_starts[:, None] + np.arange(FOOTER_BYTES)].view("<u4").ravel().astype(np.uint64)
-    crcs = np.asarray(data_crcs, dtype=np.uint64)
-    masked = (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(_MASK_DELTA)) & np.uint64(_U32)
+    masked = _masked(np.fromiter(map(crc32c, scan.records), dtype=np.uint64, count=len(scan.records)))
     bad = np.flatnonzero(masked != stored)
     if bad.size:
         good = np.ones(len(scan.records), dtype=bool)
