@@ -185,6 +185,14 @@ def mark_step_end() -> None:
     _step += 1
 
 
+def cancel_step_begin() -> None:
+    """Take back a ``mark_step_begin`` whose step never started (the fetch found the data exhausted).
+
+    Observers saw a ``step_begin``; the next one for the same step index replaces it."""
+    global _step_open
+    _step_open = False
+
+
 def report_data_wait(wait_ns: int) -> None:
     """Record time the training thread spent blocked on the input pipeline."""
     if data_wait:

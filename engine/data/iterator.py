@@ -22,9 +22,15 @@ class DatasetIterator:
         return self
 
     def __next__(self) -> Element:
+        opened = not hooks._step_open
         hooks.mark_step_begin()
         start_ns = time.perf_counter_ns()
-        element = next(self._elements)
+        try:
+            element = next(self._elements)
+        except StopIteration:
+            if opened:
+                hooks.cancel_step_begin()  # the pass is over: no step begins here
+            raise
         hooks.report_data_wait(time.perf_counter_ns() - start_ns)
         return element
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import random
 from engine.data.dataset import INFINITE, Dataset, check_count, close_iterator
 from engine.data.sources import TensorSlices
 from engine.data.structure import Element
@@ -35,8 +36,11 @@ class Shuffle(Dataset):
         return self._input._plan_source() if self._input._cardinality() != INFINITE else None
 
     def _next_generator(self) -> np.random.Generator:
-        """The generator of the next pass: seeded from (seed, pass number), or from fresh entropy."""
-        return np.random.default_rng(None if self._seed is None else (self._seed, next(self._passes)))
+        """The generator of the next pass: seeded from (seed, pass number), or drawn from the engine's generator
+        (so ``engine.manual_seed`` alone makes an unseeded shuffle repeatable)."""
+        if self._seed is None:
+            return np.random.default_rng(random.generator().integers(0, 2**63))
+        return np.random.default_rng((self._seed, next(self._passes)))
 
     def _index_chunks(self) -> Iterator[np.ndarray]:
         chunks = list(self._input._index_chunks())

@@ -448,3 +448,24 @@ def test_a_slow_map_shows_up_as_data_wait(recorder):
     waits = recorder.waits()
     assert len(waits) == 3
     assert min(waits) >= 0.95 * 2 * sleep_s * 1e9  # each batch waited for two sleeps (lower bound only)
+
+
+def test_an_exhausted_pass_leaves_no_step_open(recorder):
+    dataset = Dataset.from_tensor_slices(xy(4)).batch(2)
+    assert len(list(dataset)) == 2
+    assert not hooks._step_open  # the fetch that found the end took its step begin back
+    hooks.mark_step_end()
+    assert [s for kind, s in recorder.events if kind == "step_begin"][-1] == 0
+
+
+def test_manual_seed_alone_makes_an_unseeded_shuffle_repeatable():
+    import engine
+
+    dataset = Dataset.from_tensor_slices(np.arange(50)).shuffle(50)
+    engine.manual_seed(7)
+    first = [int(v) for v in dataset]
+    engine.manual_seed(7)
+    second = [int(v) for v in dataset]
+    engine.manual_seed(8)
+    third = [int(v) for v in dataset]
+    assert first == second and first != third and sorted(first) == list(range(50))
