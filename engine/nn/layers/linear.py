@@ -11,24 +11,34 @@ from engine.ops.linear import linear
 from engine.tensor import Tensor
 
 
+def add_weight_and_bias(module: Module, weight_shape: tuple[int, ...], bias: bool, dtype: str | None) -> None:
+    """Give ``module`` a ``weight`` of ``weight_shape`` and a ``bias`` (or None) of (weight_shape[0],)."""
+    dtype = dtype or _config.DEFAULT_DTYPE
+    module.weight = Parameter(np.empty(weight_shape, dtype=dtype))
+    if bias:
+        module.bias = Parameter(np.empty(weight_shape[0], dtype=dtype))
+    else:
+        module.register_parameter("bias", None)
+    reset_weight_and_bias(module)
+
+
+def reset_weight_and_bias(module: Module) -> None:
+    """PyTorch's Linear/Conv init: weight kaiming_uniform(a=√5) = U(±1/√fan_in), bias U(±1/√fan_in)."""
+    init.kaiming_uniform_(module.weight, a=5 ** 0.5)
+    if module.bias is not None:
+        init.default_bias_(module.bias, init.calculate_fan_in_and_fan_out(module.weight)[0])
+
+
 class Linear(Module):
     """``y = x @ weight.T + bias`` with weight (out_features, in_features), initialised as in PyTorch."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: str | None = None) -> None:
         super().__init__()
-        dtype = dtype or _config.DEFAULT_DTYPE
         self.in_features, self.out_features = int(in_features), int(out_features)
-        self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype=dtype))
-        if bias:
-            self.bias = Parameter(np.empty(self.out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        add_weight_and_bias(self, (self.out_features, self.in_features), bias, dtype)
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=5 ** 0.5)
-        if self.bias is not None:
-            init.default_bias_(self.bias, self.in_features)
+        reset_weight_and_bias(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return linear(input, self.weight, self.bias)

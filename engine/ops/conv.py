@@ -1,0 +1,85 @@
+"""2-d convolution (cross-correlation, as PyTorch) by im2col: one sliding-window copy and one batched matmul."""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from engine.function import Function
+
+
+def pad2d(x: np.ndarray, padding: tuple[int, int, int, int], value: float = 0.0) -> np.ndarray:
+    """Pad the last two axes by (top, bottom, left, right); no copy when there is nothing to pad."""
+    top, bottom, left, right = padding
+    if not (top or bottom or left or right):
+        return x
+    out = np.full(x.shape[:-2] + (x.shape[-2] + top + bottom, x.shape[-1] + left + right), value, dtype=x.dtype)
+    out[..., top:top + x.shape[-2], left:left + x.shape[-1]] = x
+    return out
+
+
+def windows(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int]) -> np.ndarray:
+    """A (N, C, H_out, W_out, kh, kw) view of every kernel window of ``x`` (N, C, H, W); no copy."""
+    view = sliding_window_view(x, kernel, axis=(2, 3))
+    return view if stride == (1, 1) else view[:, :, ::stride[0], ::stride[1]]
+
+
+def add_windows(grad_windows: np.ndarray, shape: tuple[int, ...], stride: tuple[int, int]) -> np.ndarray:
+    """col2im: scatter-add (N, C, kh, kw, H_out, W_out) window gradients back into an array of ``shape``.
+
+    One strided slice-add per kernel offset (kh·kw of them) instead of ``np.add.at`` over every element.
+    """
+    out = np.zeros(shape, dtype=grad_windows.dtype)
+    _, _, kh, kw, h_out, w_out = grad_windows.shape
+    sh, sw = stride
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i:i + sh * (h_out - 1) + 1:sh, j:j + sw * (w_out - 1) + 1:sw] += grad_windows[:, :, i, j]
+    return out
+
+
+class Conv2d(Function):
+    """x (N, C, H, W) ⋆ weight (O, C, kh, kw) (+ bias (O,)) → (N, O, H_out, W_out)."""
+
+    def __init__(self, stride: tuple[int, int], padding: tuple[int, int, int, int]) -> None:
+        self.stride, self.padding = stride, padding
+
+    def forward(self, x, weight, bias=None):
+        n, c = x.shape[:2]
+        out_channels, _, kh, kw = weight.shape
+        padded = pad2d(x, self.padding)
+        view = windows(padded, (kh, kw), self.stride)
+        h_out, w_out = view.shape[2:4]
+        # cols[:, n] is the (C·kh·kw, H_out·W_out) patch matrix of image n: out[n] = W (O, C·kh·kw) @ cols[:, n]
+        cols = view.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n, h_out * w_out)
+        out = np.matmul(weight.reshape(out_channels, -1), cols.transpose(1, 0, 2))
+        if bias is not None:
+            out += bias[:, None]
+        self.cols, self.weight, self.padded_shape, self.has_bias = cols, weight, padded.shape, bias is not None
+        return out.reshape(n, out_channels, h_out, w_out)
+
+    def backward(self, grad):
+        cols, weight = self.cols, self.weight
+        n, out_channels = grad.shape[:2]
+        patch, _, positions = cols.shape
+        g = grad.reshape(n, out_channels, positions)
+        gx = gw = gb = None
+        if self.needs_input_grad[1]:
+            if patch < positions:  # few patch rows: N small products beat copying grad for one big GEMM
+                gw = np.matmul(g, cols.transpose(1, 2, 0)).sum(axis=0)
+            else:  # one GEMM over all images (fewer, larger BLAS calls)
+                g_rows = np.ascontiguousarray(g.transpose(1, 0, 2)).reshape(out_channels, n * positions)
+                gw = g_rows @ cols.reshape(patch, n * positions).T
+            gw = gw.reshape(weight.shape)
+        if self.needs_input_grad[0]:
+            _, c, kh, kw = weight.shape
+            grad_cols = np.matmul(weight.reshape(out_channels, -1).T, g)
+            grad_cols = grad_cols.reshape(n, c, kh, kw, grad.shape[2], grad.shape[3])
+            gx = add_windows(grad_cols, self.padded_shape, self.stride)
+            top, bottom, left, right = self.padding
+            if top or bottom or left or right:
+                gx = gx[:, :, top:gx.shape[2] - bottom, left:gx.shape[3] - right]
+        if not self.has_bias:
+            return gx, gw
+        if self.needs_input_grad[2]:
+            gb = grad.sum(axis=(0, 2, 3))
+        return gx, gw, gb
