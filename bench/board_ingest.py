@@ -184,9 +184,10 @@ def wait_until(condition, what: str, limit_s: float = 1800.0, pause_s: float = 0
 # ---- the board ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Served:
-    seconds: float
+    seconds: float  # from process start until every point (or TensorBoard's sample) was served
     peak_rss: int
     steady_rss: int
+    listening: float = 0.0  # from process start until the first HTTP answer
 
 
 def serve_board(logdir: Path, cache: Path, shape: Shape | None) -> Served:
@@ -198,6 +199,8 @@ def serve_board(logdir: Path, cache: Path, shape: Shape | None) -> Served:
     rss = PeakRss(process.pid)
     base = f"http://127.0.0.1:{port}"
     try:
+        wait_until(lambda: get(f"{base}/api/runs") is not None, "the board to listen")
+        listening = time.perf_counter() - started
         if shape is None:  # an empty board: the memory baseline
             wait_until(lambda: (body := get(f"{base}/api/runs")) and json.loads(body)["loaded"], "empty board")
             get(f"{base}/scalars")
@@ -217,7 +220,7 @@ def serve_board(logdir: Path, cache: Path, shape: Shape | None) -> Served:
         seconds = time.perf_counter() - started
         time.sleep(0.5)
         steady = rss.current()
-        return Served(seconds, rss.stop(), steady)
+        return Served(seconds, rss.stop(), steady, listening)
     finally:
         rss.stop()
         stop_tree(process)
@@ -343,18 +346,22 @@ def bench_directory(shape: Shape, python_loader: bool) -> list[str]:
         f"## {shape.name}: {shape.runs} runs × {shape.tags} scalar tags × {shape.steps:,} steps"
         + (f" + {shape.runs} × {shape.histogram_tags} histogram tags × {shape.histogram_steps:,} steps" if shape.histogram_tags else "")
         + f" ({shape.points:,} scalar points, {sum(f.stat().st_size for f in logdir.rglob('events.*')) / 2**20:.0f} MiB)",
-        "| server | serves | seconds | ratio to TB fast | peak RSS (tree) |",
-        "| --- | --- | ---: | ---: | ---: |",
-        f"| board, first open | every point | {first.seconds:.2f} | {first.seconds / fast.seconds:.2f} | {mib(first.peak_rss)} |",
-        f"| board, re-open | every point | {again.seconds:.2f} | {again.seconds / fast.seconds:.2f} | {mib(again.peak_rss)} |",
-        f"| TensorBoard --load_fast=true | 1000-point sample/tag | {fast.seconds:.2f} | 1.00 | {mib(fast.peak_rss)} |",
+        "| server | serves | seconds from start | ratio to TB fast | of which listening | peak RSS (tree) |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+        f"| board, first open | every point | {first.seconds:.2f} | {first.seconds / fast.seconds:.2f} | "
+        f"{first.listening:.2f} | {mib(first.peak_rss)} |",
+        f"| board, re-open | every point | {again.seconds:.2f} | {again.seconds / fast.seconds:.2f} | "
+        f"{again.listening:.2f} | {mib(again.peak_rss)} |",
+        f"| TensorBoard --load_fast=true | 1000-point sample/tag | {fast.seconds:.2f} | 1.00 | | {mib(fast.peak_rss)} |",
     ]
     if slow is not None:
         rows.append(f"| TensorBoard --load_fast=false | 1000-point sample/tag | {slow.seconds:.2f} | "
-                    f"{slow.seconds / fast.seconds:.2f} | {mib(slow.peak_rss)} |")
+                    f"{slow.seconds / fast.seconds:.2f} | | {mib(slow.peak_rss)} |")
     rows += [
         "",
-        f"- re-open / first open: {again.seconds / first.seconds:.1%} (target ≤ 10 %)",
+        f"- re-open / first open: {again.seconds / first.seconds:.1%} from process start; "
+        f"{(again.seconds - again.listening) / (first.seconds - first.listening):.1%} counting from the first HTTP "
+        "answer (target ≤ 10 %)",
         f"- board steady RSS above an empty board: {(first.steady_rss - empty.steady_rss) / 2**20:.0f} MiB "
         f"= {per_point:.1f} bytes per stored scalar point (target ≤ 32); empty board {mib(empty.steady_rss)}",
         "",

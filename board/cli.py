@@ -58,19 +58,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     for warning in startup_warnings(config):
         print(f"board: WARNING: {warning}", file=sys.stderr)
-    # NOTE: imported late so that `board --help` and argument errors answer instantly.
-    from werkzeug.serving import make_server
-
-    from board.app import create_app
-
     if config.port != 0 and _port_in_use(config.host, config.port):
         print(f"board: port {config.port} on {config.host} is in use; choose another with --port, "
               "or --port 0 to pick a free one.", file=sys.stderr)
         return 1
-    app = create_app(config)
-    server = make_server(config.host, config.port, app.server, threaded=True)
-    store = app.server.extensions["flowscope"].store
+    # NOTE: reading starts before Dash and Plotly are imported (about a second), and those imports happen
+    # only here, so that `board --help` and argument errors answer instantly.
+    from board.data.store import LogdirStore
+
+    store = LogdirStore(config.logdir, config.reload_interval, config.cache_root)
     store.start()
+    from werkzeug.serving import make_server
+
+    from board.app import create_app
+
+    app = create_app(config, store)
+    server = make_server(config.host, config.port, app.server, threaded=True)
     host = f"[{config.host}]" if ":" in config.host else config.host
     suffix = "/?token=<your token>" if config.token else "/"
     if not config.logdir.is_dir():

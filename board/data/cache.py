@@ -98,22 +98,33 @@ def save(directory: Path, files: list[FileMark], scalars: dict[str, ScalarSeries
             (directory / f"{name}.{old['generation']}.npy").unlink(missing_ok=True)
 
 
-def load(directory: Path, run_path: Path) -> CachedRun | None:
-    """The cached points of a run, or None if there is no entry or the files no longer match it."""
+def valid_manifest(directory: Path, run_path: Path) -> dict | None:
+    """The entry's manifest if every event file it describes still matches it; None otherwise."""
     manifest = _read_manifest(directory)
     if manifest is None or manifest.get("version") != FORMAT_VERSION:
         return None
-    marks = tuple(FileMark(**entry) for entry in manifest["files"])
-    for mark in marks:
-        path = run_path / mark.name
+    for entry in manifest["files"]:
+        path = run_path / entry["name"]
         try:
-            if path.stat().st_size < mark.offset or head_checksum(path, mark.offset) != mark.head_crc:
+            if path.stat().st_size < entry["offset"] or head_checksum(path, entry["offset"]) != entry["head_crc"]:
                 return None
         except OSError:
             return None
+    return manifest
+
+
+def load(directory: Path, run_path: Path) -> CachedRun | None:
+    """The cached points of a run, or None if there is no entry or the files no longer match it.
+
+    Scalar columns are memory-mapped (pages are read when first touched); histograms, small and many, are read.
+    """
+    manifest = valid_manifest(directory, run_path)
+    if manifest is None:
+        return None
     generation = manifest["generation"]
     try:
-        arrays = {name: np.load(directory / f"{name}.{generation}.npy", mmap_mode="r", allow_pickle=False)
+        arrays = {name: np.load(directory / f"{name}.{generation}.npy", allow_pickle=False,
+                                mmap_mode="r" if name in _SCALAR_COLUMNS else None)
                   for name in (*_SCALAR_COLUMNS, *_HISTOGRAM_COLUMNS)}
     except (OSError, ValueError):
         return None
@@ -121,29 +132,32 @@ def load(directory: Path, run_path: Path) -> CachedRun | None:
     start = 0
     for tag, rows, superseded in manifest["scalars"]:
         stop = start + rows
-        series = ScalarSeries(ScalarColumns(*(arrays[name][start:stop] for name in _SCALAR_COLUMNS)))
+        series = ScalarSeries(ScalarColumns(*(np.asarray(arrays[name][start:stop]) for name in _SCALAR_COLUMNS)))
         series.superseded = superseded
         scalars[tag] = series
         start = stop
     if start != len(arrays["steps"]):
         return None
     histograms = _histograms(manifest["histograms"], arrays)
+    marks = tuple(FileMark(**entry) for entry in manifest["files"])
     return CachedRun(marks, scalars, histograms, manifest["last_update"], start + len(arrays["hist_steps"]))
 
 
 def _histograms(entries: list, arrays: dict[str, np.ndarray]) -> dict[str, HistogramSeries]:
-    offsets = arrays["hist_offsets"]
+    offsets = arrays["hist_offsets"].tolist()
+    steps = arrays["hist_steps"].tolist()
+    stats = arrays["hist_stats"].tolist()
+    edges, counts = arrays["hist_edges"], arrays["hist_counts"]
     result: dict[str, HistogramSeries] = {}
     index = 0
     for tag, count, superseded in entries:
         series = HistogramSeries()
         series.superseded = superseded
         for i in range(index, index + count):
-            lo, hi = int(offsets[i]), int(offsets[i + 1])
-            wall_time, minimum, maximum, num = (float(v) for v in arrays["hist_stats"][i])
-            series.points.append(HistogramPoint(int(arrays["hist_steps"][i]), wall_time, minimum, maximum, num,
-                                                np.asarray(arrays["hist_edges"][lo + i : hi + i + 1]),
-                                                np.asarray(arrays["hist_counts"][lo:hi])))
+            lo, hi = offsets[i], offsets[i + 1]
+            wall_time, minimum, maximum, num = stats[i]
+            series.points.append(HistogramPoint(steps[i], wall_time, minimum, maximum, num,
+                                                edges[lo + i : hi + i + 1], counts[lo:hi]))
         result[tag] = series
         index += count
     return result

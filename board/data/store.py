@@ -17,12 +17,12 @@ from board.data.run import RunState, RunSummary
 from board.data.series import ScalarColumns, ScalarSeries
 
 log = logging.getLogger(__name__)
-PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
+PARALLEL_MIN_BYTES = 4 << 20  # below this, starting a worker process costs more than it saves
 
 
 def _unread_bytes(run: RunLocation, cache_root: Path, logdir: Path) -> int:
     """Bytes of the run's event files; 0 when a valid cache entry covers them (nothing to decode)."""
-    if cache.load(run_cache_dir(cache_root, logdir, run.name), run.path) is not None:
+    if cache.valid_manifest(run_cache_dir(cache_root, logdir, run.name), run.path) is not None:
         return 0
     total = 0
     for name in run.event_files:
@@ -88,8 +88,12 @@ class LogdirStore:
         self.last_refresh_seconds = time.perf_counter() - started
 
     def _decode_in_workers(self, new_runs: list[RunLocation]) -> None:
-        """Decode large new runs into the cache with worker processes; the pass then maps their results."""
-        if self.cache_root is None or self.workers < 2 or len(new_runs) < 2:
+        """Decode large new runs into the cache in worker processes, then let this pass map their results.
+
+        Besides using every core, this keeps the decoding's short-lived objects out of the server process,
+        whose memory then holds little more than the mapped columns.
+        """
+        if self.cache_root is None or self.workers < 1 or not new_runs:
             return
         sizes = {run.name: _unread_bytes(run, self.cache_root, self.logdir) for run in new_runs}
         if sum(sizes.values()) < PARALLEL_MIN_BYTES:
