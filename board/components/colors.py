@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import zlib
 
-# Plotly's "Dark24"-like qualitative palette without the greys, readable on white.
+# Distinct hues first (Tableau 10), then darker and lighter variants (Dark2, Set1): neighbours never look alike.
 PALETTE = (
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-    "#bcbd22", "#0b5394", "#a61c00", "#38761d", "#b45f06", "#674ea7", "#741b47", "#0097a7",
-    "#6aa84f", "#cc0000", "#3d85c6", "#e69138",
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#1b9e77",
+    "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#377eb8", "#984ea3", "#a65628", "#17becf", "#6b6ecf",
 )
 
 

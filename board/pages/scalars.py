@@ -68,7 +68,7 @@ def _sections(run_filter: str, tag_filter: str) -> list[Any]:
 def _chart(tag: str) -> html.Div:
     return html.Div(className="fs-chart", children=[
         dcc.Graph(id={"type": "scalars-graph", "tag": tag}, config={"displaylogo": False},
-                  figure={"data": [], "layout": {"height": 300, "title": {"text": tag}}}),
+                  figure={"data": [], "layout": {"height": 320, "title": {"text": tag}}}),
         dcc.Store(id={"type": "scalars-state", "tag": tag}),
         html.Button("CSV", id={"type": "scalars-csv", "tag": tag}, className="fs-small-button",
                     title="download every point of this tag for the runs shown"),
