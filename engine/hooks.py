@@ -1,11 +1,14 @@
 """Hook points of the engine: ops, allocations, steps and input waits; near-zero cost when nobody listens.
 
 An observer is any object with a subset of the methods ``op_start(OpEvent)``, ``op_end(OpEvent)``,
-``alloc(MemoryEvent)``, ``free(MemoryEvent)``, ``step_begin(StepEvent)``, ``step_end(StepEvent)`` and
-``data_wait(DataWaitEvent)``. The engine checks a plain list per hook point, so with no observer the
-cost is one attribute load and a truth test. An exception raised by an observer is reported once (per
-observer and hook point) on stderr and the observer keeps receiving later events: observing must never
-break training. Hook state is process-global and meant for the training thread.
+``alloc(MemoryEvent)``, ``free(MemoryEvent)``, ``oom(OomEvent)``, ``step_begin(StepEvent)``,
+``step_end(StepEvent)``, ``data_wait(DataWaitEvent)``, ``module_begin(ModuleEvent)``,
+``module_end(ModuleEvent)``, ``optimizer_step_begin(OptimizerEvent)`` and ``optimizer_step_end(OptimizerEvent)``.
+The engine checks a plain list per hook point, so with no observer the cost is one attribute load and a
+truth test. An exception raised by an observer is reported once (per observer and hook point) on stderr and
+the observer keeps receiving later events: observing must never break training. The one exception is a
+``PropagatingError`` (e.g. ``engine.NonFiniteError``), which an observer raises on purpose to stop the
+computation. Hook state is process-global and meant for the training thread.
 """
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "step_begin", "step_end", "data_wait")
+HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "oom", "step_begin", "step_end", "data_wait", "module_begin",
+               "module_end", "optimizer_step_begin", "optimizer_step_end")
 
 # Per hook point: the bound methods of the subscribed observers. The engine tests these lists directly.
 op_start: list = []
@@ -24,6 +28,11 @@ free: list = []
 step_begin: list = []
 step_end: list = []
 data_wait: list = []
+oom: list = []
+module_begin: list = []
+module_end: list = []
+optimizer_step_begin: list = []
+optimizer_step_end: list = []
 
 _observers: list[Any] = []
 _reported: set[tuple[int, str]] = set()
@@ -68,6 +77,44 @@ class MemoryEvent:
     shape: tuple[int, ...]
     dtype: str
     time_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class OomEvent:
+    """An allocation the allocator refused; emitted before ``OutOfMemoryError`` is raised (it still is)."""
+
+    requested_bytes: int
+    allocated_bytes: int
+    limit_bytes: int
+    device: str
+    op: str
+    module: str
+    phase: str
+    step: int
+    time_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleEvent:
+    """A ``Module.__call__`` entered (``module_begin``) or left (``module_end``); ``path`` is its dotted name."""
+
+    path: str
+    module_type: str
+    step: int
+    time_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizerEvent:
+    """Around the parameter updates of one ``optimizer.step()`` (before ``step_end``)."""
+
+    optimizer: Any
+    step: int
+    time_ns: int
+
+
+class PropagatingError(Exception):
+    """Base of errors an observer raises on purpose to stop the computation; hooks let these through."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +172,8 @@ class _guarded:
     def __call__(self, event: Any) -> None:
         try:
             self.method(event)
+        except PropagatingError:
+            raise
         except Exception as error:  # noqa: BLE001 - observing must never break training
             key = (id(self.observer), self.name)
             if key not in _reported:

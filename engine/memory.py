@@ -86,6 +86,10 @@ def register(array: Any, category: str = "activation", op: str = "") -> int:
     nbytes = root.nbytes
     allocated = state.allocated + nbytes
     if state.limit is not None and allocated > state.limit:
+        if _hooks.oom:
+            _hooks.emit(_hooks.oom, _hooks.OomEvent(nbytes, state.allocated, state.limit, device, op,
+                                                    _hooks.module_stack[-1], _hooks.phase, _hooks._step,
+                                                    time.perf_counter_ns()))
         raise OutOfMemoryError(nbytes, state.allocated, state.limit, device, op, _hooks.module_stack[-1])
     state.allocated = allocated
     if allocated > state.peak:

@@ -1,6 +1,7 @@
 """Module: the base of layers — registers parameters, buffers and submodules, and marks its path for hooks."""
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -53,15 +54,32 @@ class Module:
         if len(stack) == 1 and (_paths_version != _structure_version or _paths_root is None or _paths_root() is not self):
             self._assign_paths()
         stack.append(self._path)
+        if _hooks.module_begin or _hooks.module_end:
+            return self._call_observed(args, kwargs)
         try:
             out = self.forward(*args, **kwargs)
         finally:
             stack.pop()
-        if self._forward_hooks:
-            for hook in list(self._forward_hooks.values()):
-                result = hook(self, args, out)
-                if result is not None:
-                    out = result
+        return self._apply_forward_hooks(args, out) if self._forward_hooks else out
+
+    def _call_observed(self, args: tuple, kwargs: dict) -> Any:
+        """``__call__`` with module_begin/module_end events (the path is already on the stack)."""
+        kind = type(self).__name__
+        if _hooks.module_begin:
+            _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(self._path, kind, _hooks._step, time.perf_counter_ns()))
+        try:
+            out = self.forward(*args, **kwargs)
+        finally:
+            _hooks.module_stack.pop()
+            if _hooks.module_end:
+                _hooks.emit(_hooks.module_end, _hooks.ModuleEvent(self._path, kind, _hooks._step, time.perf_counter_ns()))
+        return self._apply_forward_hooks(args, out) if self._forward_hooks else out
+
+    def _apply_forward_hooks(self, args: tuple, out: Any) -> Any:
+        for hook in list(self._forward_hooks.values()):
+            result = hook(self, args, out)
+            if result is not None:
+                out = result
         return out
 
     def _assign_paths(self) -> None:

@@ -1,6 +1,8 @@
 """Optimizer base: parameter groups, per-parameter state, the step boundary and (de)serialisable state."""
 from __future__ import annotations
 
+import time
+
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -106,6 +108,8 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         previous = _hooks.set_phase("optimizer")
+        if _hooks.optimizer_step_begin:
+            _hooks.emit(_hooks.optimizer_step_begin, _hooks.OptimizerEvent(self, _hooks._step, time.perf_counter_ns()))
         try:
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
@@ -113,6 +117,8 @@ class Optimizer:
                     self._update_group(group, params)
         finally:
             _hooks.set_phase(previous)
+        if _hooks.optimizer_step_end:
+            _hooks.emit(_hooks.optimizer_step_end, _hooks.OptimizerEvent(self, _hooks._step, time.perf_counter_ns()))
         _hooks.mark_step_end()
         return loss
 
