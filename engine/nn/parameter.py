@@ -37,6 +37,14 @@ class Parameter(Tensor):
         _memory.release(self._mem_key)
         self._data, self._mem_key = array, key
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Parameter:
+        """A new parameter with copied values (and gradient), registered with the allocator like any other."""
+        copied = Parameter(self._data.copy(), self.requires_grad)
+        if self.grad is not None:
+            copied.grad = Tensor._wrap_array(self.grad._data.copy(), "gradient", "grad")
+        memo[id(self)] = copied
+        return copied
+
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 

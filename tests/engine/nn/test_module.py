@@ -245,3 +245,19 @@ def test_assignment_before_init_is_a_clear_error():
 
     with pytest.raises(AttributeError, match="Module.__init__"):
         Forgot()
+
+
+def test_deepcopy_of_a_model_registers_new_parameters():
+    import copy
+    import gc
+
+    net = nn.Linear(3, 2)
+    gc.collect()
+    before = memory.stats().allocated_bytes
+    clone = copy.deepcopy(net)
+    assert isinstance(clone.weight, nn.Parameter) and clone.weight is not net.weight
+    np.testing.assert_array_equal(clone.weight.numpy(), net.weight.numpy())
+    assert memory.stats().allocated_bytes == before + net.weight.numpy().nbytes + net.bias.numpy().nbytes
+    del clone
+    gc.collect()
+    assert memory.stats().allocated_bytes == before  # the original's buffers are still counted
