@@ -157,6 +157,17 @@ class Tensor:
     def astype(self, dtype: Any) -> Tensor:
         return _ops.cast(self, dtype)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """A leaf copy with its own buffer (registered with the allocator) and a copy of ``.grad``."""
+        if self._ctx is not None:
+            raise RuntimeError("only leaf tensors support deepcopy; detach() first")
+        copied = Tensor._wrap_array(self._data.copy(), "input", "deepcopy", self.requires_grad)
+        copied.name = self.name
+        if self.grad is not None:
+            copied.grad = Tensor._wrap_array(self.grad._data.copy(), "gradient", "grad")
+        memo[id(self)] = copied
+        return copied
+
     def zero_(self) -> Tensor:
         self._data[...] = 0
         return self

@@ -44,11 +44,11 @@ class Sigmoid(Function):
 
 class ReLU(Function):
     def forward(self, x):
-        self.mask = x > 0
-        return x * self.mask
+        self.out = np.maximum(x, 0)
+        return self.out
 
     def backward(self, grad):
-        return (grad * self.mask,)
+        return (grad * (self.out > 0),)
 
 
 class LeakyReLU(Function):

@@ -150,3 +150,21 @@ def test_live_buffers_lists_categories():
     categories = {entry[3] for entry in memory.live_buffers()}
     assert {"input", "gradient"} <= categories
     assert memory.format_bytes(512) == "512 B" and memory.format_bytes(3 * 1024**2) == "3.0 MiB"
+
+
+def test_deepcopy_of_a_tensor_owns_and_accounts_its_buffer():
+    import copy
+
+    import engine
+
+    before = engine.memory.stats().allocated_bytes
+    original = engine.tensor(np.ones(256, dtype=np.float32), requires_grad=True)
+    (original * 2).sum().backward()
+    copied = copy.deepcopy(original)
+    assert not np.shares_memory(copied.numpy(), original.numpy())
+    assert copied.requires_grad and np.array_equal(copied.grad.numpy(), original.grad.numpy())
+    assert engine.memory.stats().allocated_bytes == before + 4 * 1024
+    del copied
+    assert engine.memory.stats().allocated_bytes == before + 2 * 1024
+    del original
+    assert engine.memory.stats().allocated_bytes == before
