@@ -9,11 +9,11 @@ from engine.autograd import grad
 from engine.ops import concat, stack, where
 from engine.random import manual_seed
 from engine import data, datasets
-from engine import optim
+from engine import nn, optim
 from engine.serialization import load, save
 from engine.training import History, fit
 
 __version__ = "0.1.0"
 
 __all__ = ["Function", "History", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "data", "datasets", "enable_grad", "fit", "grad",
-           "hooks", "is_grad_enabled", "load", "manual_seed", "memory", "no_grad", "optim", "save", "stack", "tensor", "where"]
+           "hooks", "is_grad_enabled", "load", "manual_seed", "memory", "nn", "no_grad", "optim", "save", "stack", "tensor", "where"]
