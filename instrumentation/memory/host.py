@@ -1,0 +1,69 @@
+"""Host memory: RSS per step (psutil) with the same trend test, and optional tracemalloc attribution of growth."""
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any
+
+import psutil
+
+from instrumentation.memory.leak import LeakSettings, TrendWindow
+from instrumentation.memory.trend import Trend
+
+HOST_MIN_BYTES_PER_STEP = 64 * 1024  # RSS moves in pages and with the C allocator's arenas: ignore slower drifts
+TOP_LINES = 5
+
+
+class HostMemoryWatch:
+    """``observe(step)`` reads this process's RSS; returns (trend, attribution) when it grows steadily.
+
+    With ``attribution=True`` tracemalloc runs from the end of the warm-up (costly: every Python allocation is
+    traced; see bench/memory_overhead.py) and the growth is attributed to the source lines whose traced memory
+    grew most since then. ``attribution`` is a list of {"site", "bytes_per_step", "count_per_step"}."""
+
+    def __init__(self, settings: LeakSettings, *, attribution: bool = False, frames: int = 1,
+                 min_bytes_per_step: float = HOST_MIN_BYTES_PER_STEP) -> None:
+        self._process = psutil.Process()
+        self._window = TrendWindow(settings, min_bytes_per_step)
+        self._settings = settings
+        self._attribution = attribution
+        self._frames = frames
+        self._baseline: tracemalloc.Snapshot | None = None
+        self._baseline_step = 0
+        self._started_tracing = False
+        self._seen = 0
+
+    def observe(self, step: int) -> tuple[int, Trend | None]:
+        self._seen += 1
+        rss = self._process.memory_info().rss
+        if self._attribution and self._seen == self._settings.warmup_steps + 1:
+            self._start_tracing(step)
+        return rss, self._window.observe(step, rss)
+
+    def attribution(self, step: int) -> list[dict[str, Any]]:
+        if self._baseline is None or step <= self._baseline_step:
+            return []
+        now = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        steps = step - self._baseline_step
+        lines = []
+        for diff in now.compare_to(self._baseline, "lineno")[: TOP_LINES * 4]:
+            if diff.size_diff <= 0:
+                continue
+            frame = diff.traceback[0]
+            lines.append({"site": f"{frame.filename}:{frame.lineno}", "bytes_per_step": diff.size_diff / steps,
+                          "count_per_step": diff.count_diff / steps})
+            if len(lines) == TOP_LINES:
+                break
+        return lines
+
+    def _start_tracing(self, step: int) -> None:
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(self._frames)
+            self._started_tracing = True
+        self._baseline = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        self._baseline_step = step
+
+    def close(self) -> None:
+        if self._started_tracing:
+            tracemalloc.stop()
+            self._started_tracing = False
+        self._baseline = None

@@ -1,0 +1,131 @@
+"""Leak detection: a robust trend on live bytes per step, then attribution to the block groups that accumulate."""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from instrumentation.memory.trend import Trend, trend
+
+# A live block as the tracker keeps it: a tuple with these fields (KEY: its group_key).
+BYTES, DEVICE, CATEGORY, OP, MODULE, STEP, SHAPE, DTYPE, STACK, KEY = range(10)
+
+
+@dataclass(frozen=True, slots=True)
+class LeakSettings:
+    """``warmup_steps`` are ignored (caches fill, optimizer state appears); growth must then last ``window_steps``
+    steps, at least ``min_bytes_per_step`` per step and be monotone (Mann–Kendall z >= ``min_z``)."""
+
+    warmup_steps: int = 10
+    window_steps: int = 30
+    check_every_steps: int = 5
+    min_bytes_per_step: float = 1.0
+    min_z: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.window_steps < 6 or self.warmup_steps < 0 or self.check_every_steps < 1:
+            raise ValueError(f"leak settings need window_steps >= 6, warmup_steps >= 0, check_every_steps >= 1; "
+                             f"got {self}")
+
+
+@dataclass(frozen=True, slots=True)
+class LeakGroup:
+    """Live blocks sharing (allocation stack, op, shape, dtype, category) whose number grows with the step."""
+
+    site: str  # the innermost user frame, "file:line function"
+    stack: tuple[str, ...]
+    op: str
+    module: str
+    shape: tuple[int, ...]
+    dtype: str
+    category: str
+    bytes_per_step: float
+    count_per_step: float
+    live_count: int
+    live_bytes: int
+
+    def to_evidence(self) -> dict[str, Any]:
+        return {"site": self.site, "stack": list(self.stack), "op": self.op, "module": self.module,
+                "shape": list(self.shape), "dtype": self.dtype, "category": self.category,
+                "bytes_per_step": round(self.bytes_per_step, 3), "count_per_step": round(self.count_per_step, 3),
+                "live_count": self.live_count, "live_bytes": self.live_bytes}
+
+
+class TrendWindow:
+    """Per-step values after the warm-up; ``check()`` every ``check_every_steps`` once a window is full."""
+
+    def __init__(self, settings: LeakSettings, min_bytes_per_step: float | None = None) -> None:
+        self.settings = settings
+        self.min_bytes_per_step = settings.min_bytes_per_step if min_bytes_per_step is None else min_bytes_per_step
+        self.steps: deque[int] = deque(maxlen=settings.window_steps)
+        self.values: deque[int] = deque(maxlen=settings.window_steps)
+        self._seen = 0
+
+    def observe(self, step: int, value: int) -> Trend | None:
+        """Record one step's value; the trend when a check is due and it shows sustained growth."""
+        self._seen += 1
+        if self._seen <= self.settings.warmup_steps:
+            return None
+        self.steps.append(step)
+        self.values.append(value)
+        settings = self.settings
+        if len(self.steps) < settings.window_steps or (self._seen - settings.warmup_steps) % settings.check_every_steps:
+            return None
+        found = trend(list(self.steps), list(self.values))
+        return found if found.is_growth(self.min_bytes_per_step, settings.min_z) else None
+
+
+def group_key(block: tuple) -> tuple:
+    """What blocks are grouped by: (device, allocation stack, op, module, shape, dtype, category)."""
+    return (block[DEVICE], block[STACK], block[OP], block[MODULE], block[SHAPE], block[DTYPE], block[CATEGORY])
+
+
+def attribute(history: list[tuple[int, dict[tuple, int], dict[tuple, int]]], device: str,
+              min_z: float) -> list[LeakGroup]:
+    """Groups of ``device`` whose live bytes grow with the step over ``history`` (one (step, bytes by group, count by
+    group) per step end of the window): a Theil–Sen slope > 0 that holds in the window's last third and a monotone
+    trend (Mann–Kendall z >= ``min_z``). A bounded buffer of recent steps or this step's activations is flat at step
+    ends and is not reported. Largest bytes per step first."""
+    if len(history) < 3:
+        return []
+    steps = [step for step, _, _ in history]
+    _, last_bytes, last_counts = history[-1]
+    found = []
+    for key, live_bytes in last_bytes.items():
+        if key[0] != device or live_bytes <= 0:
+            continue
+        curve = trend(steps, [by_group.get(key, 0) for _, by_group, _ in history])
+        if not curve.is_growth(1.0, min_z):
+            continue
+        counts = trend(steps, [by_group.get(key, 0) for _, _, by_group in history])
+        _, stack, op, module, shape, dtype, category = key
+        found.append(LeakGroup(stack[0] if stack else "(no user frame)", stack, op, module, shape, dtype, category,
+                               curve.slope, counts.slope, last_counts.get(key, 0), live_bytes))
+    found.sort(key=lambda g: (-g.bytes_per_step, g.site))
+    return found
+
+
+def likely_cause(groups: list[LeakGroup]) -> str:
+    """A hint at the usual mistake behind what accumulates (the groups are the evidence; this is a guess)."""
+    if not groups:
+        return "live memory grows every step, but no group of blocks allocated inside the window accounts for it"
+    categories = {g.category for g in groups}
+    activation_ops = {g.op for g in groups if g.category == "activation"}
+    top = groups[0]
+    if top.category == "parameter" or ("parameter" in categories and categories <= {"parameter", "gradient",
+                                                                                     "optimizer_state"}):
+        return ("new parameters are created every step (a layer or Parameter built inside the step function?); "
+                "create them once, outside the loop")
+    if top.category == "activation" and top.shape == () and len(activation_ops) <= 3:
+        return ("one scalar per step is kept with its autograd graph: a running total of losses built from tensors "
+                "(total = total + loss); accumulate loss.item() or loss.detach() instead")
+    if len(activation_ops) >= 3:
+        return ("a whole forward graph survives each step: backward(retain_graph=True) on a graph that stays "
+                "referenced, or an output kept together with its graph; keep .detach() copies or .item() values")
+    if top.category == "input":
+        return ("input batches accumulate: a queue or list of batches grows without bound (a producer running "
+                "ahead of training?); bound the queue")
+    if top.category == "activation":
+        return ("one activation per step is kept alive: a list filled by a callback or hook keeps every batch's "
+                "tensor; keep .detach().numpy() copies you need, or bound the list")
+    return f"{top.category} buffers allocated at {top.site} survive every step"

@@ -1,0 +1,284 @@
+"""MemoryTracker: an engine-hooks observer keeping live blocks, per-step ``mem/`` scalars, snapshots, OOM and leaks."""
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from engine import hooks, memory
+from instrumentation.format.alerts import Alert, AlertWriter
+from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
+from instrumentation.memory.host import HostMemoryWatch
+from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, KEY, MODULE, LeakSettings, TrendWindow, attribute,
+                                         group_key, likely_cause)
+from instrumentation.memory.oom import oom_alert, requested_of
+from instrumentation.memory.snapshot import build_snapshot, parameter_names
+from instrumentation.memory.stacks import StackRecorder
+from instrumentation.memory.trend import Trend
+
+CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
+LEAK_GROUPS_IN_ALERT = 5
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBreakdown:
+    """One device as the tracker sees it now."""
+
+    device: str
+    allocated_bytes: int
+    peak_bytes: int  # highest allocated since the tracker started
+    live_tensors: int
+    by_category: dict[str, int]
+    by_module: dict[str, int]
+
+
+class _Tally:
+    __slots__ = ("allocated", "step_peak", "record_peak", "categories", "peak_categories", "pending_peak",
+                 "written_peak", "written_at", "window", "alerted", "prefix")
+
+    def __init__(self, device: str, leak: LeakSettings | None) -> None:
+        self.allocated = self.step_peak = self.record_peak = self.written_peak = 0
+        self.written_at = -float("inf")
+        self.categories: dict[str, int] = {}
+        self.peak_categories: dict[str, int] = {}
+        self.pending_peak: tuple[int, int, dict[int, tuple]] | None = None
+        self.window = TrendWindow(leak) if leak is not None else None
+        self.alerted: set[tuple] = set()
+        self.prefix = f"mem/{device}/"
+
+
+class MemoryTracker:
+    """Subscribes to the engine's alloc/free/oom/step hooks on creation; ``close()`` unsubscribes.
+
+    ``history``: alloc/free events kept (a ring). ``stacks``: record each allocation's user frames (see
+    ``stacks.StackRecorder``). ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings of
+    the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: a "peak" snapshot is written
+    when the all-time peak exceeds the last one written by ``peak_growth`` and that was long enough ago.
+    ``host_rss``: follow the process RSS per step; ``host_attribution``: tracemalloc attribution of its growth."""
+
+    def __init__(self, writer: Any, *, history: int = 10_000, stacks: bool = True, stack_depth: int = 4,
+                 model: Any = None, leak: LeakSettings | None = LeakSettings(), peak_snapshots: bool = True,
+                 peak_snapshot_interval_s: float = 30.0, peak_growth: float = 0.10, host_rss: bool = True,
+                 host_attribution: bool = False) -> None:
+        if history < 0:
+            raise ValueError(f"history must be a number of events >= 0, got {history}")
+        self.writer, self.run_dir = writer, writer.log_dir
+        self.alerts = AlertWriter(self.run_dir)
+        self.model, self.leak_settings = model, leak
+        self.peak_snapshots, self.peak_snapshot_interval_s, self.peak_growth = peak_snapshots, peak_snapshot_interval_s, peak_growth
+        self.snapshots: list[str] = []  # paths written, oldest first
+        self._stacks = StackRecorder(stack_depth) if stacks else None
+        self._history: deque[tuple] = deque(maxlen=history)
+        self._history_append = self._history.append
+        self._origin_ns = time.perf_counter_ns()
+        self._live: dict[int, tuple] = {}
+        self._tallies: dict[str, _Tally] = {}
+        # Live bytes and blocks per group (leak.group_key), and their values at the last step ends (leak attribution).
+        self._group_bytes: dict[tuple, int] = {}
+        self._group_counts: dict[tuple, int] = {}
+        self._group_history: deque[tuple[int, dict, dict]] = deque(maxlen=leak.window_steps if leak else 1)
+        self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
+        self._failures: set[str] = set()
+        self._host_alerted = False
+        self._closed = False
+        for key, nbytes, device, category, _refs in memory.live_buffers():  # what exists before we listen
+            block = (nbytes, device, category, "(before tracking)", "", -1, (), "", ())
+            self._add(key, block + (group_key(block),))
+        hooks.subscribe(self)
+
+    # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
+    def alloc(self, event: hooks.MemoryEvent) -> None:
+        stack = self._stacks.capture(2) if self._stacks is not None else ()
+        device, category, op, module, shape, dtype = (event.device, event.category, event.op, event.module,
+                                                      event.shape, event.dtype)
+        tally = self._add(event.buffer_id, (event.bytes, device, category, op, module, event.step, shape, dtype, stack,
+                                            (device, stack, op, module, shape, dtype, category)))
+        allocated = tally.allocated
+        if allocated > tally.step_peak:
+            tally.step_peak = allocated
+            tally.peak_categories = tally.categories.copy()
+            if allocated > tally.record_peak:
+                tally.record_peak = allocated
+                if (self.peak_snapshots and allocated >= tally.written_peak * (1 + self.peak_growth)
+                        and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
+                    tally.pending_peak = (event.step, allocated, dict(self._live))
+        self._history_append((event.time_ns, "alloc", event.bytes, event.op, event.step, event.device))
+
+    def free(self, event: hooks.MemoryEvent) -> None:
+        block = self._live.pop(event.buffer_id, None)
+        if block is None:
+            return
+        tally = self._tallies[block[DEVICE]]
+        nbytes, key = block[BYTES], block[KEY]
+        tally.categories[block[CATEGORY]] -= nbytes
+        tally.allocated -= nbytes
+        group_bytes, group_counts = self._group_bytes, self._group_counts
+        count = group_counts[key] - 1
+        if count:
+            group_counts[key] = count
+            group_bytes[key] -= nbytes
+        else:
+            del group_counts[key], group_bytes[key]
+        self._history_append((event.time_ns, "free", block[BYTES], block[3], event.step, block[DEVICE]))
+
+    def oom(self, event: hooks.OomEvent) -> None:
+        """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
+        snapshot = build_snapshot(device=event.device, reason="oom", step=event.step, live=self._live,
+                                  history=self._history, origin_ns=self._origin_ns, names=parameter_names(self.model),
+                                  requested=requested_of(event), allocated_bytes=event.allocated_bytes)
+        path = self._write(snapshot)
+        self.alerts.write(oom_alert(event, snapshot, _capture_id(path)))
+        self._flush()
+
+    def step_end(self, event: hooks.StepEvent) -> None:
+        step, add_scalar = event.step, self.writer.add_scalar
+        if self.leak_settings is not None:
+            self._group_history.append((step, self._group_bytes.copy(), self._group_counts.copy()))
+        for device, tally in self._tallies.items():
+            prefix = tally.prefix
+            add_scalar(prefix + "allocated_bytes", tally.allocated, step)
+            add_scalar(prefix + "reserved_bytes", tally.allocated, step)  # NOTE: no pool on the CPU: reserved = allocated
+            add_scalar(prefix + "peak_bytes", tally.step_peak, step)
+            add_scalar(prefix + "live_tensors", memory.stats(device).live_tensors, step)
+            for category in tally.categories:
+                add_scalar(f"{prefix}{category}_bytes", tally.peak_categories.get(category, 0), step)
+            tally.step_peak, tally.peak_categories = tally.allocated, tally.categories.copy()
+            if tally.window is not None:
+                found = tally.window.observe(step, tally.allocated)
+                if found is not None:
+                    self._report_leak(device, tally, found, step)
+            if tally.pending_peak is not None:
+                self._write_peak(device, tally)
+        if self._host is not None:
+            rss, found = self._host.observe(step)
+            add_scalar("mem/host/rss_bytes", rss, step)
+            if found is not None:
+                self._report_host_growth(found, step)
+
+    # --- public ------------------------------------------------------------------------------------------
+    def snapshot(self, reason: str = "manual", device: str = "cpu") -> str | None:
+        """Write a snapshot of ``device`` now; its path (None if it could not be written, reported once)."""
+        return self._write(build_snapshot(device=device, reason=reason, step=hooks.current_step(), live=self._live,
+                                          history=self._history, origin_ns=self._origin_ns,
+                                          names=parameter_names(self.model)))
+
+    def breakdown(self, device: str = "cpu") -> MemoryBreakdown:
+        tally = self._tallies.get(device) or _Tally(device, None)
+        by_module: dict[str, int] = {}
+        for block in list(self._live.values()):
+            if block[DEVICE] == device:
+                by_module[block[MODULE]] = by_module.get(block[MODULE], 0) + block[BYTES]
+        return MemoryBreakdown(device, tally.allocated, tally.record_peak, memory.stats(device).live_tensors,
+                               {k: v for k, v in tally.categories.items() if v}, by_module)
+
+    def close(self) -> None:
+        """Unsubscribe; write a pending peak snapshot; stop tracemalloc if this tracker started it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        hooks.unsubscribe(self)
+        for device, tally in self._tallies.items():
+            if tally.pending_peak is not None:
+                self._write_peak(device, tally)
+        if self._host is not None:
+            self._host.close()
+
+    def __enter__(self) -> MemoryTracker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- internals ---------------------------------------------------------------------------------------
+    def _add(self, key: int, block: tuple) -> _Tally:
+        device = block[DEVICE]
+        tally = self._tallies.get(device)
+        if tally is None:
+            tally = self._tallies[device] = _Tally(device, self.leak_settings)
+        self._live[key] = block
+        group = block[KEY]
+        self._group_bytes[group] = self._group_bytes.get(group, 0) + block[BYTES]
+        self._group_counts[group] = self._group_counts.get(group, 0) + 1
+        categories = tally.categories
+        categories[block[CATEGORY]] = categories.get(block[CATEGORY], 0) + block[BYTES]
+        tally.allocated += block[BYTES]
+        return tally
+
+    def _write_peak(self, device: str, tally: _Tally) -> None:
+        step, allocated, live = tally.pending_peak
+        tally.pending_peak = None
+        tally.written_peak, tally.written_at = allocated, time.monotonic()
+        self._write(build_snapshot(device=device, reason="peak", step=step, live=live, history=self._history,
+                                   origin_ns=self._origin_ns, names=parameter_names(self.model), allocated_bytes=allocated))
+
+    def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int) -> None:
+        window = [entry for entry in self._group_history if entry[0] >= found.steps[0]]
+        groups = attribute(window, device, self.leak_settings.min_z)
+        key = tuple((g.site, g.op, g.shape, g.category) for g in groups[:1])
+        if key in tally.alerted:
+            return
+        tally.alerted.add(key)
+        cause = likely_cause(groups)
+        evidence_groups = [g.to_evidence() for g in groups[:LEAK_GROUPS_IN_ALERT]]
+        path = self._write(build_snapshot(device=device, reason="leak", step=step, live=self._live,
+                                          history=self._history, origin_ns=self._origin_ns,
+                                          names=parameter_names(self.model), extra={"groups": evidence_groups}))
+        message = f"live memory on {device} grows {memory.format_bytes(found.slope)}/step over steps {found.steps[0]}–{found.steps[-1]}"
+        subject = device
+        if groups:
+            top = groups[0]
+            subject = top.site
+            message += (f": {top.count_per_step:.3g} {top.category} block(s) of shape {list(top.shape)} {top.dtype} per step "
+                        f"(op {top.op or '-'}, module {top.module or '-'}) allocated at {top.site}, "
+                        f"{memory.format_bytes(top.bytes_per_step)}/step")
+        self.alerts.write(Alert(kind="leak", severity="warning", subject=subject, message=f"{message}. Likely cause: {cause}",
+                                step=step, evidence={"device": device, "bytes_per_step": found.slope,
+                                                     "recent_bytes_per_step": found.recent_slope, "mann_kendall_z": found.z,
+                                                     "steps": list(found.steps), "live_bytes": list(found.values),
+                                                     "groups": evidence_groups, "cause": cause,
+                                                     "snapshot": _capture_id(path)}))
+
+    def _report_host_growth(self, found: Trend, step: int) -> None:
+        engine_growth = sum(t.window.values[-1] - t.window.values[0] for t in self._tallies.values()
+                            if t.window is not None and t.window.values) / max(1, found.steps[-1] - found.steps[0])
+        if self._host_alerted or engine_growth >= 0.8 * found.slope:
+            return  # engine tensors explain it: the device leak alert says more
+        self._host_alerted = True
+        lines = self._host.attribution(step) if self._host is not None else []
+        where = f"; fastest-growing Python allocation site: {lines[0]['site']}" if lines else (
+            "; switch on host_attribution=True to attribute it (tracemalloc)")
+        self.alerts.write(Alert(kind="leak", severity="warning", subject="host RSS", step=step,
+                                message=f"process RSS grows {memory.format_bytes(found.slope)}/step over steps "
+                                        f"{found.steps[0]}–{found.steps[-1]}, outside the engine's tensors{where}",
+                                evidence={"device": "host", "bytes_per_step": found.slope, "steps": list(found.steps),
+                                          "rss_bytes": list(found.values), "engine_bytes_per_step": engine_growth,
+                                          "python_sites": lines}))
+
+    def _write(self, snapshot: MemorySnapshot) -> str | None:
+        try:
+            path = write_snapshot(self.run_dir, snapshot)
+        except OSError as error:
+            self._report_once("snapshot", f"cannot write a memory snapshot under {self.run_dir}: {error}")
+            return None
+        self.snapshots.append(path)
+        return path
+
+    def _flush(self) -> None:
+        try:
+            self.writer.flush()
+        except Exception as error:  # noqa: BLE001 - the OOM must propagate as the engine raised it
+            self._report_once("flush", f"flushing the writer failed: {type(error).__name__}: {error}")
+
+    def _report_once(self, what: str, message: str) -> None:
+        if what not in self._failures:
+            self._failures.add(what)
+            print(f"flowscope.memory: {message}; further failures of this kind are not reported", file=sys.stderr)
+
+
+def _capture_id(path: str | None) -> str | None:
+    if path is None:
+        return None
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.split(".", 1)[0]

@@ -1,0 +1,63 @@
+"""Robust trends for leak detection: Theil–Sen slope and the Mann–Kendall test (tie-corrected z score)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def theil_sen_slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Median of the slopes between every pair of points with distinct x (0.0 for fewer than two)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.size < 2:
+        return 0.0
+    i, j = np.triu_indices(x.size, k=1)
+    dx = x[j] - x[i]
+    keep = dx != 0
+    if not keep.any():
+        return 0.0
+    return float(np.median((y[j] - y[i])[keep] / dx[keep]))
+
+
+def mann_kendall_z(y: np.ndarray) -> float:
+    """Mann–Kendall statistic as a z score (continuity and tie corrected); > 0 means an upward trend."""
+    y = np.asarray(y, np.float64)
+    n = y.size
+    if n < 3:
+        return 0.0
+    i, j = np.triu_indices(n, k=1)
+    s = float(np.sign(y[j] - y[i]).sum())
+    _, counts = np.unique(y, return_counts=True)
+    ties = counts[counts > 1].astype(np.float64)
+    variance = (n * (n - 1) * (2 * n + 5) - float((ties * (ties - 1) * (2 * ties + 5)).sum())) / 18.0
+    if variance <= 0:
+        return 0.0
+    if s > 0:
+        return (s - 1) / math.sqrt(variance)
+    if s < 0:
+        return (s + 1) / math.sqrt(variance)
+    return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Trend:
+    """The growth seen over a window of steps: ``slope`` over all of it, ``recent_slope`` over its last third."""
+
+    steps: tuple[int, ...]
+    values: tuple[int, ...]
+    slope: float  # units per step (Theil–Sen)
+    recent_slope: float
+    z: float  # Mann–Kendall
+
+    def is_growth(self, min_slope: float, min_z: float) -> bool:
+        """Sustained growth: a slope of at least ``min_slope`` over the window, still growing in its last third
+        (a cache that filled and stopped is flat there) and a monotone trend (Mann–Kendall z >= ``min_z``)."""
+        return self.slope >= min_slope and self.recent_slope >= 0.5 * self.slope and self.z >= min_z
+
+
+def trend(steps: list[int], values: list[int]) -> Trend:
+    x, y = np.asarray(steps, np.float64), np.asarray(values, np.float64)
+    tail = max(3, x.size // 3)
+    return Trend(tuple(steps), tuple(values), theil_sen_slope(x, y), theil_sen_slope(x[-tail:], y[-tail:]),
+                 mann_kendall_z(y))
