@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from engine import config, hooks, memory
 from engine.memory import OutOfMemoryError
+from engine.errors import NonFiniteError
 from engine.tensor import Tensor, tensor
 from engine.function import Function, enable_grad, is_grad_enabled, no_grad
 from engine.autograd import grad
@@ -15,5 +16,5 @@ from engine.training import History, fit
 
 __version__ = "0.1.0"
 
-__all__ = ["Function", "History", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "data", "datasets", "enable_grad", "fit", "grad",
+__all__ = ["Function", "History", "NonFiniteError", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "data", "datasets", "enable_grad", "fit", "grad",
            "hooks", "is_grad_enabled", "load", "manual_seed", "memory", "nn", "no_grad", "optim", "save", "stack", "tensor", "where"]

@@ -5,8 +5,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from instrumentation.summary import SummaryWriter
+    from instrumentation.monitor import DynamicsThresholds, watch
+    from instrumentation.memory import MemoryTracker
+    from instrumentation.system import SystemSampler
 
-__all__ = ["SummaryWriter"]
+__all__ = ["DynamicsThresholds", "MemoryTracker", "SummaryWriter", "SystemSampler", "watch"]
 
 
 def __getattr__(name: str) -> Any:
@@ -15,4 +18,16 @@ def __getattr__(name: str) -> Any:
         from instrumentation.summary import SummaryWriter
 
         return SummaryWriter
+    if name in ("watch", "DynamicsThresholds"):
+        from instrumentation import monitor
+
+        return getattr(monitor, name)
+    if name == "MemoryTracker":
+        from instrumentation.memory import MemoryTracker
+
+        return MemoryTracker
+    if name == "SystemSampler":
+        from instrumentation.system import SystemSampler
+
+        return SystemSampler
     raise AttributeError(f"module 'instrumentation' has no attribute {name!r}")

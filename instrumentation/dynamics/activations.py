@@ -1,0 +1,60 @@
+"""Activation statistics of leaf layers (mean |a|, dead and saturated fractions), from forward hooks."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+RECTIFIERS = ("ReLU", "LeakyReLU", "GELU")  # dead_fraction: units never positive over the batch
+BOUNDED = {"Sigmoid": (0.0, 1.0), "Tanh": (-1.0, 1.0)}  # saturated_fraction: outputs within 1 % of a bound
+AFFINE = ("Linear", "Conv2d")  # mean_abs of the output only
+WATCHED_TYPES = RECTIFIERS + tuple(BOUNDED) + AFFINE
+SATURATION_MARGIN = 0.01  # share of the output range next to each bound that counts as saturated
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationStats:
+    """One layer's output on one batch; a statistic that does not apply to the layer type is None."""
+
+    layer: str
+    mean_abs: float
+    dead_fraction: float | None = None
+    saturated_fraction: float | None = None
+
+    def scalars(self) -> list[tuple[str, float]]:
+        """(``act/<layer>/<stat>`` tag, value) pairs of the statistics that apply."""
+        pairs = [("mean_abs", self.mean_abs), ("dead_fraction", self.dead_fraction),
+                 ("saturated_fraction", self.saturated_fraction)]
+        return [(f"act/{self.layer}/{stat}", value) for stat, value in pairs if value is not None]
+
+
+def watched_layers(model: Any) -> list[tuple[str, Any]]:
+    """(dotted path, module) of every module whose type is one of ``WATCHED_TYPES``."""
+    return [(path or type(module).__name__, module) for path, module in model.named_modules()
+            if type(module).__name__ in WATCHED_TYPES]
+
+
+def dead_fraction(output: np.ndarray) -> float:
+    """Share of units never positive in the batch. A unit is a feature (axis 1 of a 2-D output) or a channel (axis
+    1 of an N-C-… output, over every position): a filter that fires nowhere is dead."""
+    if output.ndim < 2 or output.shape[0] == 0:
+        return float(np.mean(output <= 0)) if output.size else 0.0
+    axes = (0,) + tuple(range(2, output.ndim))
+    alive = np.logical_or.reduce(output > 0, axis=axes)
+    return 1.0 - float(np.count_nonzero(alive)) / alive.size
+
+
+def saturated_fraction(output: np.ndarray, low: float, high: float) -> float:
+    margin = SATURATION_MARGIN * (high - low)
+    saturated = np.count_nonzero(output <= low + margin) + np.count_nonzero(output >= high - margin)
+    return saturated / max(output.size, 1)
+
+
+def activation_stats(layer: str, kind: str, output: np.ndarray) -> ActivationStats:
+    mean_abs = float(np.abs(output).mean()) if output.size else 0.0
+    if kind in RECTIFIERS:
+        return ActivationStats(layer, mean_abs, dead_fraction=dead_fraction(output))
+    if kind in BOUNDED:
+        return ActivationStats(layer, mean_abs, saturated_fraction=saturated_fraction(output, *BOUNDED[kind]))
+    return ActivationStats(layer, mean_abs)

@@ -1,0 +1,113 @@
+"""Alert rules over the watched signals: exploding/vanishing updates, dead layers, loss spikes."""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from instrumentation.dynamics.thresholds import DynamicsThresholds
+from instrumentation.format.alerts import Alert
+
+
+@dataclass(slots=True)
+class _Episode:
+    """Consecutive checks on which one (kind, subject) condition held; reported once per episode."""
+
+    first_step: int = -1
+    checks: int = 0
+    reported: bool = False
+    values: list[float] = field(default_factory=list)
+
+
+class Streaks:
+    """Counts consecutive checks per (kind, subject) and says when a streak reaches the patience."""
+
+    def __init__(self) -> None:
+        self.episodes: dict[tuple[str, str], _Episode] = {}
+
+    def observe(self, kind: str, subject: str, step: int, holds: bool, value: float, patience: int) -> _Episode | None:
+        """The episode to report now (once, when it reaches the patience), else None; a miss ends the episode."""
+        key = (kind, subject)
+        if not holds:
+            self.episodes.pop(key, None)
+            return None
+        episode = self.episodes.setdefault(key, _Episode(first_step=step))
+        episode.checks += 1
+        episode.values.append(value)
+        del episode.values[:-patience]
+        if episode.checks >= patience and not episode.reported:
+            episode.reported = True
+            return episode
+        return None
+
+
+class DynamicsRules:
+    """Turns per-step statistics into alerts according to a ``DynamicsThresholds``."""
+
+    def __init__(self, thresholds: DynamicsThresholds) -> None:
+        self.thresholds = thresholds
+        self.streaks = Streaks()
+        self.losses: deque[float] = deque(maxlen=thresholds.loss_window)
+        self.first_median: float | None = None
+        self.in_spike = False
+
+    def updates(self, step: int, names: tuple[str, ...], ratios: Any, grad_norms: Any, ndims: dict[str, int]) -> list[Alert]:
+        """Exploding when ‖Δw‖/‖w‖ exceeds the threshold (or is not finite), vanishing when it stays below its own."""
+        t, alerts = self.thresholds, []
+        for name, ratio, grad_norm in zip(names, ratios.tolist(), grad_norms.tolist()):
+            if ndims.get(name, 0) < 2:
+                continue
+            exploding = not math.isfinite(ratio) or not math.isfinite(grad_norm) or ratio > t.exploding_update_ratio
+            vanishing = step >= t.vanishing_min_steps and math.isfinite(ratio) and ratio < t.vanishing_update_ratio
+            for kind, holds, patience, threshold, severity, verdict in (
+                ("exploding_gradient", exploding, t.exploding_patience, t.exploding_update_ratio, "error",
+                 "above {threshold:g} (or not finite); healthy is about 1e-3..1e-2: lower the learning rate or clip "
+                 "gradients"),
+                ("vanishing_gradient", vanishing, t.vanishing_patience, t.vanishing_update_ratio, "warning",
+                 "below {threshold:g}: this layer has stopped learning"),
+            ):
+                episode = self.streaks.observe(kind, name, step, holds, ratio, patience)
+                if episode is not None:
+                    alerts.append(Alert(kind, severity, name,
+                                        f"{name}: update ratio ‖Δw‖/‖w‖ {ratio:.3g} (gradient norm {grad_norm:.3g}), "
+                                        f"{episode.checks} checks since step {episode.first_step} "
+                                        + verdict.format(threshold=threshold), step,
+                                        evidence={"update_ratios": episode.values, "grad_norm": grad_norm,
+                                                  "first_step": episode.first_step, "threshold": threshold}))
+        return alerts
+
+    def dead(self, step: int, layer: str, dead_fraction: float) -> list[Alert]:
+        t = self.thresholds
+        episode = self.streaks.observe("dead_units", layer, step, dead_fraction >= t.dead_fraction, dead_fraction,
+                                       t.dead_patience)
+        if episode is None:
+            return []
+        return [Alert("dead_units", "warning", layer,
+                      f"{layer}: {dead_fraction:.0%} of its units were never positive over a batch, for "
+                      f"{episode.checks} checks since step {episode.first_step} (threshold {t.dead_fraction:.0%})",
+                      step, evidence={"dead_fractions": episode.values, "first_step": episode.first_step,
+                                      "threshold": t.dead_fraction})]
+
+    def loss(self, step: int, value: float) -> list[Alert]:
+        """A loss far above the recent median, or not finite; judged once ``loss_min_history`` losses are in and reported at the
+        first step of each run of such steps (a spike is one step: no patience)."""
+        t, losses = self.thresholds, self.losses
+        alerts = []
+        if len(losses) >= t.loss_min_history:
+            recent = median(losses)
+            if self.first_median is None:
+                self.first_median = recent
+            limit = max(t.loss_spike_factor * recent, recent + t.loss_spike_min_rise * self.first_median)
+            spike = not math.isfinite(value) or value > limit
+            if spike and not self.in_spike:
+                alerts.append(Alert("loss_spike", "warning" if math.isfinite(value) else "error", "loss",
+                                    f"loss {value:.4g} at step {step} is above {limit:.4g} ({t.loss_spike_factor:g}× "
+                                    f"the median {recent:.4g} of the last {len(losses)} steps)", step,
+                                    evidence={"loss": value, "median": recent, "limit": limit,
+                                              "window": list(losses)}))
+            self.in_spike = spike
+        if math.isfinite(value):
+            losses.append(value)
+        return alerts

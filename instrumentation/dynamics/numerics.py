@@ -1,0 +1,91 @@
+"""Where NaN/Inf start: the first op whose output is not finite, with its inputs' statistics."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+import engine
+from engine import hooks
+from instrumentation.format.alerts import Alert
+
+
+def has_nonfinite(array: Any) -> bool:
+    """Cheap test: a float array's sum is finite exactly when no element is NaN/Inf, unless the sum overflows
+    (then the full element-wise check decides)."""
+    if getattr(array, "dtype", None) is None or array.dtype.kind not in "fc":
+        return False
+    if np.isfinite(np.add.reduce(array, axis=None)):
+        return False
+    return not bool(np.isfinite(array).all())
+
+
+def array_stats(array: Any) -> dict[str, Any]:
+    """Shape, dtype, min/max of the finite values (None when there are none) and NaN/±Inf counts."""
+    array = np.asarray(array)
+    stats: dict[str, Any] = {"shape": list(array.shape), "dtype": str(array.dtype)}
+    if array.dtype.kind not in "fc":
+        stats.update(min=float(array.min()) if array.size else None, max=float(array.max()) if array.size else None,
+                     nan_count=0, posinf_count=0, neginf_count=0)
+        return stats
+    finite = np.isfinite(array)
+    values = array[finite]
+    stats.update(min=float(values.min()) if values.size else None, max=float(values.max()) if values.size else None,
+                 nan_count=int(np.count_nonzero(np.isnan(array))),
+                 posinf_count=int(np.count_nonzero(np.isposinf(array))),
+                 neginf_count=int(np.count_nonzero(np.isneginf(array))))
+    return stats
+
+
+def nonfinite_alert(op: str, module: str, phase: str, step: int, inputs: tuple[Any, ...],
+                    outputs: tuple[Any, ...]) -> Alert:
+    input_stats = [array_stats(a) for a in inputs]
+    output_stats = [array_stats(a) for a in outputs if a is not None]
+    bad = sum(s["nan_count"] for s in output_stats), sum(s["posinf_count"] + s["neginf_count"] for s in output_stats)
+    where = f"in module '{module}'" if module else "outside any module"
+    described = "; ".join(f"input {i}: min {s['min']}, max {s['max']}, {s['nan_count']} NaN, "
+                          f"{s['posinf_count'] + s['neginf_count']} Inf" for i, s in enumerate(input_stats))
+    message = (f"first non-finite value: op {op} {where} ({phase}, step {step}) produced {bad[0]} NaN and {bad[1]} "
+               f"Inf; {described or 'no inputs'}")
+    return Alert(kind="nonfinite", severity="error", subject=module or op, message=message, step=step,
+                 evidence={"op": op, "module": module, "phase": phase, "step": step, "inputs": input_stats,
+                           "outputs": output_stats})
+
+
+class NumericsObserver:
+    """An ``op_end`` observer: reports the first non-finite op output through ``report`` and then raises
+    ``engine.NonFiniteError`` (``raise_error``) or stops looking (the first origin is the one that matters)."""
+
+    def __init__(self, report: Callable[[Alert], None], raise_error: bool = True) -> None:
+        self.report, self.raise_error = report, raise_error
+        self.found: Alert | None = None
+
+    def op_end(self, event: hooks.OpEvent) -> None:
+        if self.found is not None:
+            return
+        for output in event.outputs:
+            if has_nonfinite(output):
+                self.fail(nonfinite_alert(event.op, event.module, event.phase, event.step, event.inputs,
+                                          event.outputs))
+                return
+
+    def check_parameters(self, optimizer: Any, step: int, named_parameters: list[tuple[str, Any]]) -> None:
+        """After an optimizer step: a parameter the update made non-finite (its gradient was finite, or the ops
+        that made the gradient would have been reported first)."""
+        if self.found is not None:
+            return
+        for name, param in named_parameters:
+            data = param.numpy()
+            if has_nonfinite(data):
+                grad = param.grad.numpy() if param.grad is not None else None
+                op = f"{type(optimizer).__name__}.step"
+                self.fail(nonfinite_alert(op, name, "optimizer", step, (grad,) if grad is not None else (), (data,)))
+                return
+
+    def fail(self, alert: Alert) -> None:
+        self.found = alert
+        self.report(alert)
+        if self.raise_error:
+            evidence = alert.evidence
+            raise engine.NonFiniteError(alert.message, op=evidence["op"], module=evidence["module"],
+                                        phase=evidence["phase"], step=evidence["step"])

@@ -1,0 +1,175 @@
+"""Watch: the handle watch() returns — an engine.hooks observer, an engine.fit callback, and close()."""
+from __future__ import annotations
+
+from typing import Any
+
+import engine
+from engine import hooks
+from instrumentation.dynamics.activations import activation_stats, watched_layers
+from instrumentation.dynamics.detectors import DynamicsRules
+from instrumentation.dynamics.guard import FailureReporter
+from instrumentation.dynamics.numerics import NumericsObserver
+from instrumentation.dynamics.parameters import ParameterTracker
+from instrumentation.dynamics.thresholds import DynamicsThresholds
+from instrumentation.format.alerts import Alert, AlertWriter
+
+LOSS_TAG, LEARNING_RATE_TAG = "train/loss", "train/learning_rate"
+
+
+class Watch:
+    """Subscribed to the engine's step and optimizer hook points, with forward hooks on the model's leaf layers.
+
+    Pass it to ``engine.fit(..., callbacks=[handle])`` to log the loss, or call ``log_loss`` in a hand-written
+    loop. ``alerts`` lists what was reported (also appended to the run's ``plugins/alerts/alerts.jsonl``).
+    ``attach(component)`` adds anything with a ``close()`` (a memory tracker, a profiler) to this handle's life.
+    """
+
+    def __init__(self, model: Any, writer: Any, *, every: int, histograms_every: int, optimizer: Any,
+                 check_numerics: bool, raise_on_nonfinite: bool, thresholds: DynamicsThresholds) -> None:
+        self.model, self.writer, self.every, self.histograms_every = model, writer, every, histograms_every
+        self.optimizer = optimizer
+        self.alerts: list[Alert] = []
+        self.closed = False
+        self._alert_writer = AlertWriter(writer.log_dir)
+        self._rules = DynamicsRules(thresholds)
+        self._guard = FailureReporter("flowscope.watch")
+        self._named_parameters = list(model.named_parameters())
+        self._ndims = {name: len(param.shape) for name, param in self._named_parameters}
+        self._tracker = ParameterTracker(self._named_parameters)
+        self._tracking = False
+        self._open_step: int | None = None
+        self._last_step: int | None = None
+        self._data_wait_ns = 0
+        self._batch_size: int | None = None
+        self._components: list[Any] = []
+        self._handles = [module.register_forward_hook(self._layer_hook(path, type(module).__name__))
+                         for path, module in watched_layers(model)]
+        self._handles.append(model.register_forward_hook(self._batch_hook))
+        self.numerics = NumericsObserver(self._report, raise_on_nonfinite) if check_numerics else None
+        hooks.subscribe(self)
+        if self.numerics is not None:
+            hooks.subscribe(self.numerics)
+
+    # ---- lifetime -------------------------------------------------------------------------------------
+    def attach(self, component: Any) -> Any:
+        """Close ``component`` (anything with ``close()``) when this handle closes; returns it."""
+        if not callable(getattr(component, "close", None)):
+            raise TypeError(f"watch: attach() needs an object with close(), got {type(component).__name__}")
+        self._components.append(component)
+        return component
+
+    def close(self) -> None:
+        """Detach every hook and forward hook this handle added and close attached components; idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        hooks.unsubscribe(self)
+        if self.numerics is not None:
+            hooks.unsubscribe(self.numerics)
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        for component in reversed(self._components):
+            self._guard.call(f"closing {type(component).__name__}", component.close)
+        self._components.clear()
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- loss -----------------------------------------------------------------------------------------
+    def log_loss(self, value: Any, step: int | None = None) -> None:
+        """Log the training loss; ``step`` defaults to the step in progress, or the one that just ended."""
+        if step is None:
+            step = self._open_step if self._open_step is not None else (self._last_step or 0)
+        self._guard.call("log_loss", self._log_loss, float(value), int(step))
+
+    def _log_loss(self, value: float, step: int) -> None:
+        self.writer.add_scalar(LOSS_TAG, value, step)
+        for alert in self._rules.loss(step, value):
+            self._report(alert)
+
+    # ---- engine.fit callback ----------------------------------------------------------------------------
+    def on_step_end(self, state: Any) -> None:
+        if state.loss is not None:  # the optimizer step has closed the step: it is global_step - 1
+            self._guard.call("on_step_end", self._log_loss, float(state.loss), max(int(state.global_step) - 1, 0))
+
+    # ---- engine.hooks observer --------------------------------------------------------------------------
+    def step_begin(self, event: hooks.StepEvent) -> None:
+        self._open_step, self._data_wait_ns = event.step, 0
+
+    def data_wait(self, event: hooks.DataWaitEvent) -> None:
+        self._data_wait_ns += event.wait_ns
+
+    def step_end(self, event: hooks.StepEvent) -> None:
+        self._open_step, self._last_step = None, event.step
+        if event.step % self.every:
+            return
+        step_time_ms = event.duration_ns / 1e6
+        add = self.writer.add_scalar
+        add("perf/step_time_ms", step_time_ms, event.step)
+        add("perf/data_time_ms", self._data_wait_ns / 1e6, event.step)
+        if self._batch_size and step_time_ms > 0:
+            add("perf/samples_per_sec", self._batch_size * 1e3 / step_time_ms, event.step)
+
+    def optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
+        if self.optimizer is not None and event.optimizer is not self.optimizer:
+            return
+        step = event.step
+        self._tracking = step % self.every == 0
+        if self._tracking:
+            self._tracker.begin(step)
+            groups = getattr(event.optimizer, "param_groups", None)
+            if groups and "lr" in groups[0]:
+                self.writer.add_scalar(LEARNING_RATE_TAG, float(groups[0]["lr"]), step)
+        if self.histograms_every and step % self.histograms_every == 0:
+            for name, param in self._named_parameters:
+                self.writer.add_histogram(f"weight/{name}", param.numpy(), step)
+                if param.grad is not None:
+                    self.writer.add_histogram(f"grad/{name}", param.grad.numpy(), step)
+
+    def optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
+        if self.optimizer is not None and event.optimizer is not self.optimizer:
+            return
+        if self.numerics is not None:
+            self.numerics.check_parameters(event.optimizer, event.step, self._named_parameters)
+        if not self._tracking:
+            return
+        self._tracking = False
+        stats = self._tracker.end()
+        if stats is None:
+            return
+        ratios, add, step = stats.update_ratios, self.writer.add_scalar, stats.step
+        for name, grad_norm, ratio in zip(stats.names, stats.grad_norms.tolist(), ratios.tolist()):
+            add(f"grad_norm/{name}", grad_norm, step)
+            add(f"update_ratio/{name}", ratio, step)
+        for alert in self._rules.updates(step, stats.names, ratios, stats.grad_norms, self._ndims):
+            self._report(alert)
+
+    # ---- forward hooks ----------------------------------------------------------------------------------
+    def _layer_hook(self, path: str, kind: str) -> Any:
+        def hook(module: Any, inputs: tuple, output: Any) -> None:
+            if module.training and engine.is_grad_enabled() and hooks.current_step() % self.every == 0:
+                self._guard.call(f"activation stats of {path}", self._layer_stats, path, kind, output)
+        return hook
+
+    def _layer_stats(self, path: str, kind: str, output: Any) -> None:
+        step = hooks.current_step()
+        stats = activation_stats(path, kind, output.numpy())
+        for tag, value in stats.scalars():
+            self.writer.add_scalar(tag, value, step)
+        if stats.dead_fraction is not None:
+            for alert in self._rules.dead(step, path, stats.dead_fraction):
+                self._report(alert)
+
+    def _batch_hook(self, module: Any, inputs: tuple, output: Any) -> None:
+        if module.training and inputs:
+            shape = getattr(inputs[0], "shape", None)
+            self._batch_size = int(shape[0]) if shape else None
+
+    # ---- alerts -----------------------------------------------------------------------------------------
+    def _report(self, alert: Alert) -> None:
+        self.alerts.append(alert)
+        self._alert_writer.write(alert)
