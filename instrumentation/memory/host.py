@@ -1,12 +1,15 @@
 """Host memory: RSS per step (psutil) with the same trend test, and optional tracemalloc attribution of growth."""
 from __future__ import annotations
 
+import os
+import sysconfig
 import tracemalloc
 from typing import Any
 
 import psutil
 
 from instrumentation.memory.leak import LeakSettings, TrendWindow
+from instrumentation.memory.stacks import is_internal as _is_internal
 from instrumentation.memory.trend import Trend
 
 HOST_MIN_BYTES_PER_STEP = 64 * 1024  # RSS moves in pages and with the C allocator's arenas: ignore slower drifts
@@ -18,9 +21,10 @@ class HostMemoryWatch:
 
     With ``attribution=True`` tracemalloc runs from the end of the warm-up (costly: every Python allocation is
     traced; see bench/memory_overhead.py) and the growth is attributed to the source lines whose traced memory
-    grew most since then. ``attribution`` is a list of {"site", "bytes_per_step", "count_per_step"}."""
+    grew most since then (each traced allocation counted at its innermost frame outside the standard library,
+    installed packages and flowscope; ``frames`` frames are traced). ``attribution`` is a list of {"site", "bytes_per_step", "count_per_step"}."""
 
-    def __init__(self, settings: LeakSettings, *, attribution: bool = False, frames: int = 1,
+    def __init__(self, settings: LeakSettings, *, attribution: bool = False, frames: int = 8,
                  min_bytes_per_step: float = HOST_MIN_BYTES_PER_STEP) -> None:
         self._process = psutil.Process()
         self._window = TrendWindow(settings, min_bytes_per_step)
@@ -44,16 +48,15 @@ class HostMemoryWatch:
             return []
         now = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
         steps = step - self._baseline_step
-        lines = []
-        for diff in now.compare_to(self._baseline, "lineno")[: TOP_LINES * 4]:
-            if diff.size_diff <= 0:
-                continue
-            frame = diff.traceback[0]
-            lines.append({"site": f"{frame.filename}:{frame.lineno}", "bytes_per_step": diff.size_diff / steps,
-                          "count_per_step": diff.count_diff / steps})
-            if len(lines) == TOP_LINES:
-                break
-        return lines
+        by_site: dict[str, list[int]] = {}
+        for diff in now.compare_to(self._baseline, "traceback"):
+            if diff.size_diff:
+                entry = by_site.setdefault(_user_site(diff.traceback), [0, 0])
+                entry[0] += diff.size_diff
+                entry[1] += diff.count_diff
+        ranked = sorted(((size, count, site) for site, (size, count) in by_site.items() if size > 0), reverse=True)
+        return [{"site": site, "bytes_per_step": size / steps, "count_per_step": count / steps}
+                for size, count, site in ranked[:TOP_LINES]]
 
     def _start_tracing(self, step: int) -> None:
         if not tracemalloc.is_tracing():
@@ -67,3 +70,16 @@ class HostMemoryWatch:
             tracemalloc.stop()
             self._started_tracing = False
         self._baseline = None
+
+
+_LIBRARY_DIRS = tuple({sysconfig.get_paths()[name] + os.sep for name in ("stdlib", "purelib", "platlib")})
+
+
+def _user_site(traceback: tracemalloc.Traceback) -> str:
+    """The innermost frame outside the standard library, installed packages and flowscope ("file:line")."""
+    frames = list(traceback)  # oldest first
+    for frame in reversed(frames):
+        if not _is_internal(frame.filename) and not frame.filename.startswith(_LIBRARY_DIRS):
+            return f"{frame.filename}:{frame.lineno}"
+    frame = frames[-1]
+    return f"{frame.filename}:{frame.lineno}"

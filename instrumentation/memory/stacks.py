@@ -40,10 +40,10 @@ class StackRecorder:
         key: list = []
         while frame is not None and len(key) < self.depth:
             code = frame.f_code
-            is_internal = internal.get(code)
-            if is_internal is None:
-                is_internal = internal[code] = _is_internal(code.co_filename)
-            if not is_internal:
+            skip_frame = internal.get(code)
+            if skip_frame is None:
+                skip_frame = internal[code] = is_internal(code.co_filename)
+            if not skip_frame:
                 key.append(code)
                 key.append(frame.f_lineno)
             frame = frame.f_back
@@ -61,7 +61,7 @@ class StackRecorder:
         return text
 
 
-def _is_internal(filename: str) -> bool:
+def is_internal(filename: str) -> bool:
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
     return path.startswith(_INTERNAL_PREFIXES) or filename.startswith("<frozen ")
 

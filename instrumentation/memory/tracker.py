@@ -16,7 +16,7 @@ from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, KEY, MODULE, L
 from instrumentation.memory.oom import oom_alert, requested_of
 from instrumentation.memory.snapshot import build_snapshot, parameter_names
 from instrumentation.memory.stacks import StackRecorder
-from instrumentation.memory.trend import Trend
+from instrumentation.memory.trend import Trend, trend
 
 CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
 LEAK_GROUPS_IN_ALERT = 5
@@ -241,8 +241,8 @@ class MemoryTracker:
                                                      "snapshot": _capture_id(path)}))
 
     def _report_host_growth(self, found: Trend, step: int) -> None:
-        engine_growth = sum(t.window.values[-1] - t.window.values[0] for t in self._tallies.values()
-                            if t.window is not None and t.window.values) / max(1, found.steps[-1] - found.steps[0])
+        engine_growth = sum(trend(list(t.window.steps), list(t.window.values)).slope for t in self._tallies.values()
+                            if t.window is not None and len(t.window.values) >= 2)
         if self._host_alerted or engine_growth >= 0.8 * found.slope:
             return  # engine tensors explain it: the device leak alert says more
         self._host_alerted = True

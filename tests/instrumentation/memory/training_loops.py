@@ -54,7 +54,7 @@ class UnboundedPrefetcher:
         return self.queue.popleft()
 
 
-def train(steps: int, leak: str = "", seed: int = 0) -> list[int]:
+def train(steps: int, leak: str = "", seed: int = 0, on_step=None) -> list[int]:
     """Train an MLP with SGD for ``steps`` steps, with one planted mistake; returns the engine's allocated bytes
     after each step (``engine.memory.stats``: the oracle the tracker's figures are checked against)."""
     engine.manual_seed(seed)
@@ -90,6 +90,8 @@ def train(steps: int, leak: str = "", seed: int = 0) -> list[int]:
         if leak == "sum_losses":
             total = total + loss  # leak: running total
         optimizer.step()
+        if on_step is not None:
+            on_step(step)
         allocated.append(memory.stats("cpu").allocated_bytes)
     return allocated
 
