@@ -1,0 +1,191 @@
+"""SystemSampler: a thread sampling CPU and RSS (psutil) and NVIDIA GPUs (NVML) onto the training-step axis."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from types import ModuleType
+from typing import Any
+
+import psutil
+
+from engine import hooks
+
+# Aggregation of the samples taken while one step is in progress: a mean for rates, the maximum for amounts.
+_MEAN_SUFFIXES = ("cpu_percent", "util_percent", "power_w")
+
+
+class _Nvml:
+    """NVML per GPU; a metric that a GPU does not support is dropped for that GPU after its first error."""
+
+    def __init__(self, nvml: ModuleType) -> None:
+        self.nvml = nvml
+        nvml.nvmlInit()
+        self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        self.disabled: set[tuple[int, str]] = set()
+        self.notes: list[str] = []
+
+    def sample(self, pids: set[int]) -> dict[str, float]:
+        values: dict[str, float] = {}
+        nvml = self.nvml
+        for index, handle in enumerate(self.handles):
+            prefix = f"sys/gpu{index}/"
+            readers = (
+                ("memory", lambda: _memory(nvml.nvmlDeviceGetMemoryInfo(handle))),
+                ("utilization", lambda: {"util_percent": float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)}),
+                ("power", lambda: {"power_w": nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0}),
+                ("temperature", lambda: {"temperature_c": float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))}),
+                ("processes", lambda: {"process_mem_bytes": float(sum(
+                    p.usedGpuMemory or 0 for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in pids))}),
+            )
+            for name, read in readers:
+                if (index, name) in self.disabled:
+                    continue
+                try:
+                    values.update({prefix + key: value for key, value in read().items()})
+                except nvml.NVMLError as error:
+                    self.disabled.add((index, name))
+                    self.notes.append(f"GPU {index}: {name} is not available ({error}); not sampled any more")
+        return values
+
+    def close(self) -> None:
+        try:
+            self.nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - shutting down a library we no longer use
+            pass
+
+
+def _memory(info: Any) -> dict[str, float]:
+    return {"mem_used_bytes": float(info.used), "mem_total_bytes": float(info.total)}
+
+
+def open_nvml(nvml: ModuleType | None = None) -> tuple[_Nvml | None, str]:
+    """NVML, or None and the reason it is not available (no package, no driver, no GPU)."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py
+        except ImportError as error:
+            return None, f"no GPU metrics: the nvidia-ml-py package is not installed ({error})"
+    try:
+        reader = _Nvml(nvml)
+    except Exception as error:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None, f"no GPU metrics: NVML is not available ({type(error).__name__}: {error})"
+    if not reader.handles:
+        reader.close()
+        return None, "no GPU metrics: NVML sees no GPU"
+    return reader, f"sampling {len(reader.handles)} GPU(s) through NVML"
+
+
+class SystemSampler:
+    """Samples every ``interval`` seconds on a daemon thread: ``sys/cpu_percent`` and ``sys/rss_bytes`` of this
+    process and its children, and per NVIDIA GPU ``sys/gpu<i>/{mem_used_bytes, mem_total_bytes, util_percent,
+    power_w, temperature_c, process_mem_bytes}``. Each point's step is the training step in progress
+    (``engine.hooks.current_step()``); the samples of one step are written as one point when the step changes
+    (mean of rates, maximum of amounts), or every ``stall_flush_s`` while it does not (the latest aggregate of a
+    stalled step replaces the previous one on the board). Without NVML or a GPU: one informational line on stderr."""
+
+    def __init__(self, writer: Any, interval: float = 1.0, *, gpus: bool = True, nvml: ModuleType | None = None,
+                 stall_flush_s: float = 5.0, start: bool = True) -> None:
+        if not interval > 0:
+            raise ValueError(f"SystemSampler interval must be a positive number of seconds, got {interval!r}")
+        self.writer, self.interval, self.stall_flush_s = writer, float(interval), stall_flush_s
+        self._process = psutil.Process()
+        self._children: dict[int, psutil.Process] = {}
+        self._process.cpu_percent(None)  # the first call only starts the measurement
+        self._nvml: _Nvml | None = None
+        self.status = "GPU sampling off"
+        if gpus:
+            self._nvml, self.status = open_nvml(nvml)
+            if self._nvml is None:
+                print(f"flowscope.system: {self.status}; sampling CPU and memory only", file=sys.stderr)
+        self._pending: dict[str, list[float]] = {}
+        self._pending_step: int | None = None
+        self._pending_since = 0.0
+        self._stop = threading.Event()
+        self._failed = False
+        self._thread: threading.Thread | None = None
+        if start:
+            self._thread = threading.Thread(target=self._loop, name="flowscope-system-sampler", daemon=True)
+            self._thread.start()
+
+    def sample(self) -> dict[str, float]:
+        """One sample now (tag → value), not written."""
+        values = {"sys/cpu_percent": self._process.cpu_percent(None), "sys/rss_bytes": float(self._process.memory_info().rss)}
+        pids = {self._process.pid}
+        for child in self._live_children():
+            try:
+                values["sys/cpu_percent"] += child.cpu_percent(None)
+                values["sys/rss_bytes"] += child.memory_info().rss
+                pids.add(child.pid)
+            except psutil.Error:  # the child exited meanwhile
+                continue
+        if self._nvml is not None:
+            values.update(self._nvml.sample(pids))
+            for note in self._nvml.notes:
+                print(f"flowscope.system: {note}", file=sys.stderr)
+            self._nvml.notes.clear()
+        return values
+
+    def tick(self) -> None:
+        """Take one sample and aggregate or write it (what the thread does every ``interval``)."""
+        step, now = hooks.current_step(), time.time()
+        if self._pending_step is not None and step != self._pending_step:
+            self._write(now)
+        if self._pending_step is None:
+            self._pending_step, self._pending_since = step, now
+        for tag, value in self.sample().items():
+            self._pending.setdefault(tag, []).append(value)
+        if now - self._pending_since >= self.stall_flush_s:
+            self._write(now, keep=True)
+
+    def close(self) -> None:
+        """Stop the thread and write what was sampled of the current step; the writer stays open. Idempotent."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=max(5.0, 2 * self.interval))
+        if self._pending:
+            self._write(time.time())
+        if self._nvml is not None:
+            self._nvml.close()
+            self._nvml = None
+
+    def __enter__(self) -> SystemSampler:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _write(self, wall_time: float, keep: bool = False) -> None:
+        step = self._pending_step
+        for tag, values in self._pending.items():
+            value = sum(values) / len(values) if tag.endswith(_MEAN_SUFFIXES) else max(values)
+            self.writer.add_scalar(tag, value, step, walltime=wall_time)
+        if keep:  # a stalled step: the next aggregate of this step includes these samples again
+            self._pending_since = wall_time
+            return
+        self._pending, self._pending_step = {}, None
+
+    def _live_children(self) -> list[psutil.Process]:
+        try:
+            current = {child.pid: child for child in self._process.children(recursive=True)}
+        except psutil.Error:
+            return []
+        for pid in list(self._children):
+            if pid not in current:
+                del self._children[pid]
+        for pid, child in current.items():
+            if pid not in self._children:
+                self._children[pid] = child
+                child.cpu_percent(None)
+        return list(self._children.values())
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception as error:  # noqa: BLE001 - a sampler must never take training down
+                if not self._failed:
+                    self._failed = True
+                    print(f"flowscope.system: sampling failed ({type(error).__name__}: {error}); the sampler keeps "
+                          f"trying, further failures are not reported", file=sys.stderr)
+

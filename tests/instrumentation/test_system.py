@@ -1,0 +1,152 @@
+"""SystemSampler with an injected fake NVML (the real one is checked by bench/nvml_check.py on a GPU machine)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine import hooks
+from instrumentation import SummaryWriter, SystemSampler
+from instrumentation.format import EventFileReader, ScalarValue
+
+
+class FakeNvmlError(Exception):
+    pass
+
+
+def fake_pynvml(gpus: int = 2, unsupported: tuple[int, str] | None = None, init_error: bool = False) -> types.ModuleType:
+    """A module with pynvml's names and deterministic readings: GPU i uses (i+1) GiB of 80 GiB, util 10*(i+1) %,
+    power 100 W + i, 60 + i °C; this process holds 512 MiB on GPU 0."""
+    module = types.ModuleType("pynvml")
+    module.NVMLError = FakeNvmlError
+    module.NVML_TEMPERATURE_GPU = 0
+    calls = {"shutdown": 0}
+
+    def init() -> None:
+        if init_error:
+            raise FakeNvmlError("NVML Shared Library Not Found")
+
+    def check(handle: int, metric: str) -> None:
+        if unsupported == (handle, metric):
+            raise FakeNvmlError("Not Supported")
+
+    module.nvmlInit = init
+    module.nvmlShutdown = lambda: calls.__setitem__("shutdown", calls["shutdown"] + 1)
+    module.nvmlDeviceGetCount = lambda: gpus
+    module.nvmlDeviceGetHandleByIndex = lambda i: i
+    module.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=(h + 1) << 30, total=80 << 30, free=0)
+    module.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=10 * (h + 1), memory=0)
+
+    def power(h: int) -> int:
+        check(h, "power")
+        return 100_000 + 1000 * h  # milliwatts
+
+    module.nvmlDeviceGetPowerUsage = power
+    module.nvmlDeviceGetTemperature = lambda h, sensor: 60 + h
+    module.nvmlDeviceGetComputeRunningProcesses = lambda h: [
+        types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=512 << 20 if h == 0 else None),
+        types.SimpleNamespace(pid=1, usedGpuMemory=1 << 30)]  # another process: not ours
+    module.calls = calls
+    return module
+
+
+def test_fake_nvml_sample_has_every_gpu_metric() -> None:
+    nvml = fake_pynvml()
+    sampler = SystemSampler(writer=None, nvml=nvml, start=False)
+    values = sampler.sample()
+    assert values["sys/gpu0/mem_used_bytes"] == 1 << 30 and values["sys/gpu1/mem_used_bytes"] == 2 << 30
+    assert values["sys/gpu1/mem_total_bytes"] == 80 << 30
+    assert values["sys/gpu0/util_percent"] == 10 and values["sys/gpu1/util_percent"] == 20
+    assert values["sys/gpu1/power_w"] == 101.0 and values["sys/gpu1/temperature_c"] == 61
+    assert values["sys/gpu0/process_mem_bytes"] == 512 << 20 and values["sys/gpu1/process_mem_bytes"] == 0
+    assert values["sys/rss_bytes"] >= psutil.Process().memory_info().rss * 0.5
+    sampler.close()
+    assert nvml.calls["shutdown"] == 1
+
+
+def test_unsupported_metric_is_dropped_for_that_gpu_only(capsys) -> None:
+    sampler = SystemSampler(writer=None, nvml=fake_pynvml(unsupported=(1, "power")), start=False)
+    first, second = sampler.sample(), sampler.sample()
+    assert "sys/gpu0/power_w" in second and "sys/gpu1/power_w" not in first and "sys/gpu1/temperature_c" in second
+    assert capsys.readouterr().err.count("GPU 1: power is not available") == 1
+    sampler.close()
+
+
+@pytest.mark.parametrize("nvml", [fake_pynvml(init_error=True), fake_pynvml(gpus=0)])
+def test_no_gpu_is_one_informational_line(nvml, capsys) -> None:
+    sampler = SystemSampler(writer=None, nvml=nvml, start=False)
+    values = sampler.sample()
+    sampler.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no GPU metrics" in err[0] and "sampling CPU and memory only" in err[0]
+    assert set(values) == {"sys/cpu_percent", "sys/rss_bytes"}
+
+
+def test_this_machine_without_a_gpu_is_graceful(capsys) -> None:
+    sampler = SystemSampler(writer=None, start=False)  # the real pynvml: this machine has no NVIDIA driver
+    values = sampler.sample()
+    sampler.close()
+    if sampler.status.startswith("sampling"):
+        pytest.skip("this machine has an NVIDIA GPU")
+    assert set(values) == {"sys/cpu_percent", "sys/rss_bytes"}
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_samples_share_the_step_axis_one_point_per_step(tmp_path: Path) -> None:
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path) as writer:
+        sampler = SystemSampler(writer, nvml=fake_pynvml(gpus=1), start=False, stall_flush_s=1e9)
+        for step in range(3):
+            for _ in range(3):  # three samples while each step is in progress
+                sampler.tick()
+            hooks.mark_step_end()
+        sampler.close()
+    hooks.reset_step(0)
+    points: dict[str, list[tuple[int, float]]] = {}
+    for name in os.listdir(tmp_path):
+        for event in EventFileReader(tmp_path / name).read():
+            for value in event.values:
+                if isinstance(value, ScalarValue):
+                    points.setdefault(value.tag, []).append((value.step, value.value))
+    assert [step for step, _ in points["sys/gpu0/util_percent"]] == [0, 1, 2]
+    assert {value for _, value in points["sys/gpu0/util_percent"]} == {10.0}
+    assert [step for step, _ in points["sys/rss_bytes"]] == [0, 1, 2]
+
+
+def test_children_rss_is_included() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(30)"])
+    try:
+        sampler = SystemSampler(writer=None, gpus=False, start=False)
+        own = psutil.Process().memory_info().rss
+        for _ in range(100):  # wait (bounded) until the child has touched its 64 MiB
+            child_rss = psutil.Process(child.pid).memory_info().rss
+            if child_rss > 60 << 20:
+                break
+            time.sleep(0.05)
+        assert sampler.sample()["sys/rss_bytes"] >= own + (60 << 20)
+        sampler.close()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_thread_writes_and_close_is_idempotent(tmp_path: Path) -> None:
+    with SummaryWriter(tmp_path) as writer:
+        sampler = SystemSampler(writer, interval=0.01, gpus=False)
+        deadline = time.monotonic() + 10
+        while sampler._pending_step is None and time.monotonic() < deadline:  # bounded wait for one sample
+            time.sleep(0.01)
+        sampler.close()
+        sampler.close()
+        assert not sampler._thread.is_alive()
+
+
+def test_interval_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="interval"):
+        SystemSampler(writer=None, interval=0)
