@@ -24,59 +24,56 @@ class ParameterStats:
             return self.update_norms / self.weight_norms
 
 
-class ParameterTracker:
-    """Copies weights and gradients into preallocated float64 buffers at ``begin`` and measures the change at
-    ``end``: whatever the optimizer did (momentum, weight decay, Adam's moments) is in Δw.
+def _squared_norm(flat: np.ndarray) -> float:
+    # NOTE: one BLAS dot: 3-5x faster than np.add.reduce(x * x) on the small tensors this runs on every step.
+    return float(abs(np.dot(flat, flat)))
 
-    The buffers hold 3 × 8 bytes per parameter element; they live outside the engine's allocator. Work per
-    step: three ``np.copyto`` per parameter and a few whole-buffer reductions (``np.add.reduceat``).
+
+class ParameterTracker:
+    """At ``begin`` measures ‖g‖ and ‖w‖ and copies w into a preallocated buffer of w's dtype; at ``end`` Δw is the
+    parameter minus that copy: whatever the optimizer did (momentum, weight decay, Adam's moments) is in it.
+
+    One buffer per parameter (as many bytes as the parameter), outside the engine's allocator; it is reallocated
+    only if the parameter's shape or dtype changes. Per parameter and step: three dot products, one copy, one
+    subtraction.
     """
 
     def __init__(self, named_parameters: list[tuple[str, Any]]) -> None:
         self.names = tuple(name for name, _ in named_parameters)
         self.params = [param for _, param in named_parameters]
-        sizes = [int(param.numpy().size) for param in self.params]
-        self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp) if sizes else np.zeros(0, np.intp)
-        total = int(sum(sizes))
-        self._before = np.zeros(total)
-        self._after = np.zeros(total)
-        self._grads = np.zeros(total)
-        self._views = [(self._before[o:o + n], self._after[o:o + n], self._grads[o:o + n])
-                       for o, n in zip(self.offsets.tolist(), sizes)]
-        self._active = np.zeros(len(self.params), bool)
+        self._before: list[np.ndarray | None] = [None] * len(self.params)
+        self._grad_sq = np.zeros(len(self.params))
+        self._weight_sq = np.zeros(len(self.params))
+        self._update_sq = np.zeros(len(self.params))
+        self._active: list[int] = []
         self._step: int | None = None
 
     def begin(self, step: int) -> None:
-        """Snapshot weights and gradients before the optimizer updates them."""
-        active = self._active
-        for index, (param, (before, _, grads)) in enumerate(zip(self.params, self._views)):
+        """Measure gradients and weights, and keep a copy of the weights, before the optimizer updates them."""
+        active, before = [], self._before
+        for index, param in enumerate(self.params):
             grad = param.grad
             if grad is None:
-                active[index] = False
                 continue
-            active[index] = True
-            np.copyto(before, param.numpy().reshape(-1))
-            np.copyto(grads, grad.numpy().reshape(-1))
-        self._step = step
+            flat = param.numpy().reshape(-1)
+            copy = before[index]
+            if copy is None or copy.shape != flat.shape or copy.dtype != flat.dtype:
+                copy = before[index] = np.empty_like(flat)
+            np.copyto(copy, flat)
+            self._grad_sq[index] = _squared_norm(grad.numpy().reshape(-1))
+            self._weight_sq[index] = _squared_norm(flat)
+            active.append(index)
+        self._active, self._step = active, step
 
     def end(self) -> ParameterStats | None:
         """The stats of the step begun last (None without a ``begin``); parameters without a gradient are left out."""
-        if self._step is None or not len(self.params):
+        if self._step is None:
             return None
         step, self._step = self._step, None
-        active = self._active
-        for index, (param, (before, after, _)) in enumerate(zip(self.params, self._views)):
-            if active[index]:
-                np.subtract(param.numpy().reshape(-1), before, out=after)
-        grad_sq = _segment_sums_of_squares(self._grads, self.offsets)
-        update_sq = _segment_sums_of_squares(self._after, self.offsets)
-        weight_sq = _segment_sums_of_squares(self._before, self.offsets)
-        keep = np.flatnonzero(active)
-        return ParameterStats(step, tuple(self.names[i] for i in keep), np.sqrt(grad_sq[keep]),
-                              np.sqrt(weight_sq[keep]), np.sqrt(update_sq[keep]))
-
-
-def _segment_sums_of_squares(buffer: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    # NOTE: squares in place: the buffer is refilled before it is read again.
-    np.multiply(buffer, buffer, out=buffer)
-    return np.add.reduceat(buffer, offsets)
+        active, before = self._active, self._before
+        for index in active:
+            delta = before[index]
+            np.subtract(self.params[index].numpy().reshape(-1), delta, out=delta)
+            self._update_sq[index] = _squared_norm(delta)
+        return ParameterStats(step, tuple(self.names[i] for i in active), np.sqrt(self._grad_sq[active]),
+                              np.sqrt(self._weight_sq[active]), np.sqrt(self._update_sq[active]))

@@ -1,0 +1,114 @@
+"""What watch() costs per training step: digits MLP and CNN with watch off, with defaults, with check_numerics.
+
+Run ``python bench/watch_overhead.py [--repeats N] [--steps N]``. One BLAS thread; all variants in one process on
+one model each, with repeats interleaved (off, defaults, numerics, off, …) so that load drift hits all alike; the
+table shows the median ms/step and the ratio to "off" measured in the same run. Targets: defaults ≤ 1.05×,
+check_numerics ≤ 1.3×.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import engine  # noqa: E402
+from engine import hooks, nn  # noqa: E402
+from engine.nn import functional as F  # noqa: E402
+from instrumentation import SummaryWriter, watch  # noqa: E402
+
+BATCH = 64
+VARIANTS = {"off": None, "defaults": {}, "check_numerics": {"check_numerics": True}, "every=10": {"every": 10}}
+TARGETS = {"defaults": 1.05, "check_numerics": 1.3}
+
+
+class DigitsCNN(nn.Module):
+    """(n, 64) → 1×8×8 → conv 3×3×16 → ReLU → pool 2 → conv 3×3×32 → ReLU → pool 2 → linear 10."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                      nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.classifier = nn.Linear(32 * 2 * 2, 10)
+
+    def forward(self, x: engine.Tensor) -> engine.Tensor:
+        features = self.features(x.reshape(-1, 1, 8, 8))
+        return self.classifier(features.reshape(features.shape[0], -1))
+
+
+def models() -> dict[str, nn.Module]:
+    engine.manual_seed(0)
+    return {"MLP 64-128-10": nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)), "CNN": DigitsCNN()}
+
+
+def step_function(model: nn.Module, batches: list[tuple[Any, Any]]) -> tuple[Callable[[Any], None], Any]:
+    """One training step as engine.fit runs it (the step opened before the batch), the loss to ``log_loss``."""
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    tensors = [(engine.tensor(x), engine.tensor(y)) for x, y in batches]
+    position = [0]
+
+    def step(handle: Any) -> None:
+        hooks.mark_step_begin()
+        x, y = tensors[position[0] % len(tensors)]
+        position[0] += 1
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if handle is not None:
+            handle.log_loss(loss.item())
+    return step, optimizer
+
+
+def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, repeats: int, steps: int) -> dict[str, float]:
+    step, optimizer = step_function(model, batches)
+    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    with SummaryWriter(logdir, flush_secs=2.0) as writer:
+        for repeat in range(repeats + 1):  # the first round warms up
+            for name, options in VARIANTS.items():
+                handle = None if options is None else watch(model, writer, optimizer=optimizer, **options)
+                try:
+                    start = time.perf_counter()
+                    for _ in range(steps):
+                        step(handle)
+                    elapsed_ms = (time.perf_counter() - start) * 1e3 / steps
+                finally:
+                    if handle is not None:
+                        handle.close()
+                if repeat:
+                    times[name].append(elapsed_ms)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=100, help="steps per repeat (the CNN runs a fifth of them)")
+    args = parser.parse_args(argv)
+    from threadpoolctl import threadpool_limits
+
+    (x, y), _ = engine.datasets.load_digits(seed=0)
+    batches = [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(x) - BATCH + 1, BATCH)]
+    print(f"watch() overhead: digits, batch {BATCH}, SGD momentum, one BLAS thread; median of {args.repeats} "
+          f"interleaved repeats; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(f"defaults = scalars every step, histograms every 100 steps; targets: defaults <= {TARGETS['defaults']}x, "
+          f"check_numerics <= {TARGETS['check_numerics']}x\n")
+    print(f"{'model':<15} {'variant':<15} {'ms/step':>9} {'ratio':>7}  target")
+    with threadpool_limits(1), tempfile.TemporaryDirectory() as logdir:
+        for label, model in models().items():
+            steps = args.steps if label.startswith("MLP") else max(args.steps // 5, 5)
+            medians = measure(model, batches, os.path.join(logdir, label.split()[0]), args.repeats, steps)
+            for name, ms in medians.items():
+                ratio = ms / medians["off"]
+                target = TARGETS.get(name)
+                verdict = "" if target is None else (f"<= {target}x " + ("ok" if ratio <= target else "MISSED"))
+                print(f"{label:<15} {name:<15} {ms:9.3f} {ratio:6.2f}x  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
