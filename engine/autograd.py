@@ -142,7 +142,7 @@ def _collect(results: dict[int, tuple[Tensor, np.ndarray]], tensor: Tensor, arra
 def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
     name = fn.name + "Backward"
     parents = fn.parents
-    event = _hooks.OpEvent(name, "backward", fn.module, _hooks._step, (grad.shape,), (str(grad.dtype),), (grad,),
+    event = _hooks.OpEvent(name, "backward", fn.module, _hooks._step, (grad.shape,), (_hooks.dtype_name(grad.dtype),), (grad,),
                            time_ns=time.perf_counter_ns())
     if _hooks.op_start:
         _hooks.emit(_hooks.op_start, event)

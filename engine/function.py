@@ -97,7 +97,7 @@ class Function:
             if not _hooks._step_open and _hooks.phase == "forward":
                 _hooks.mark_step_begin()
             event = _hooks.OpEvent(type(self).__name__, _hooks.phase, _hooks.module_stack[-1], _hooks._step,
-                                   tuple(a.shape for a in arrays), tuple(str(a.dtype) for a in arrays),
+                                   tuple(a.shape for a in arrays), tuple(_hooks.dtype_name(a.dtype) for a in arrays),
                                    tuple(arrays), time_ns=time.perf_counter_ns())
             if _hooks.op_start:
                 _hooks.emit(_hooks.op_start, event)

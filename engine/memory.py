@@ -121,7 +121,7 @@ def release(key: int) -> None:
 
 def _event(action: str, nbytes: int, device: str, key: int, category: str, op: str, array: Any) -> _hooks.MemoryEvent:
     shape = tuple(array.shape) if array is not None else ()
-    dtype = str(array.dtype) if array is not None else ""
+    dtype = _hooks.dtype_name(array.dtype) if array is not None else ""
     return _hooks.MemoryEvent(action, nbytes, device, key, category, op, _hooks.module_stack[-1], _hooks.phase,
                               _hooks._step, shape, dtype, time.perf_counter_ns())
 

@@ -8,8 +8,10 @@ if TYPE_CHECKING:
     from instrumentation.monitor import DynamicsThresholds, watch
     from instrumentation.memory import MemoryTracker
     from instrumentation.system import SystemSampler
+    from instrumentation.profiler import OnDemandCapture, profile, schedule, span
 
-__all__ = ["DynamicsThresholds", "MemoryTracker", "SummaryWriter", "SystemSampler", "watch"]
+__all__ = ["DynamicsThresholds", "MemoryTracker", "OnDemandCapture", "SummaryWriter", "SystemSampler", "profile",
+           "schedule", "span", "watch"]
 
 
 def __getattr__(name: str) -> Any:
@@ -30,4 +32,10 @@ def __getattr__(name: str) -> Any:
         from instrumentation.system import SystemSampler
 
         return SystemSampler
+    if name in ("profile", "schedule", "span", "OnDemandCapture"):
+        # NOTE: from the defining modules: `instrumentation.profiler.profile` etc. are also submodule names.
+        import importlib
+
+        module = {"profile": "profile", "schedule": "schedule", "span": "spans", "OnDemandCapture": "ondemand"}[name]
+        return getattr(importlib.import_module(f"instrumentation.profiler.{module}"), name)
     raise AttributeError(f"module 'instrumentation' has no attribute {name!r}")

@@ -1,0 +1,217 @@
+"""A Chrome trace (flowscope's or torch.profiler's) as numpy columns of typed events: ops, spans and counters."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from instrumentation.format import trace as fmt
+
+_EMPTY: dict[str, Any] = {}
+# torch.profiler categories and names mapped onto ours.
+_TORCH_OP_CATS = {"cpu_op", "operator"}
+_TORCH_KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+_TORCH_STEP = "ProfilerStep#"
+_TORCH_OPTIMIZER = "Optimizer.step#"
+_TORCH_DATA = "enumerate(DataLoader)#"
+
+
+@dataclass(frozen=True)
+class OpColumns:
+    """One row per op execution (host or kernel); strings are codes into the tuples beside them."""
+
+    name: np.ndarray          # int32 codes into names
+    names: tuple[str, ...]
+    category: np.ndarray      # int8: 0 host op, 1 kernel
+    ts_us: np.ndarray         # float64 start
+    dur_us: np.ndarray        # float64 duration
+    self_us: np.ndarray       # duration minus the durations of ops nested directly inside (torch nests ops)
+    tid: np.ndarray           # int64
+    step: np.ndarray          # int64, -1 when unknown
+    module: np.ndarray        # int32 codes into modules ("" when unknown)
+    modules: tuple[str, ...]
+    phase: np.ndarray         # int8 index into fmt.PHASES
+    shapes: np.ndarray        # int32 codes into shape strings
+    shape_strings: tuple[str, ...]
+    bytes: np.ndarray         # int64 output bytes allocated (0 when unknown)
+    flops: np.ndarray         # float64, NaN when unknown
+
+    def __len__(self) -> int:
+        return len(self.ts_us)
+
+
+@dataclass(frozen=True)
+class SpanColumns:
+    """Steps, modules, data waits, optimizer, log and user spans: ``category`` is an index into SPAN_CATEGORIES."""
+
+    category: np.ndarray  # int8
+    name: tuple[str, ...]
+    ts_us: np.ndarray
+    dur_us: np.ndarray
+    step: np.ndarray      # int64: the step number for step spans, the step a span falls in otherwise (-1 unknown)
+
+    def of(self, category: str) -> np.ndarray:
+        return np.flatnonzero(self.category == fmt.SPAN_CATEGORIES.index(category))
+
+
+@dataclass(frozen=True)
+class TraceColumns:
+    ops: OpColumns
+    spans: SpanColumns
+    memory_ts_us: np.ndarray
+    memory_bytes: np.ndarray  # allocated bytes summed over devices at each counter sample
+    metadata: dict[str, Any]
+    source: str  # "flowscope" | "torch" | "chrome"
+
+
+class _Codes(dict):
+    def code(self, value: str) -> int:
+        found = self.get(value)
+        if found is None:
+            found = self[value] = len(self)
+        return found
+
+    def strings(self) -> tuple[str, ...]:
+        return tuple(self)
+
+
+def columns_from_trace(trace: dict[str, Any]) -> TraceColumns:
+    """Typed columns from a loaded trace; unknown event kinds are skipped."""
+    events = trace.get("traceEvents") or []
+    metadata = trace.get("metadata") if isinstance(trace.get("metadata"), dict) else {}
+    torch_like = "schemaVersion" in trace or any(k in trace for k in ("deviceProperties", "distributedInfo"))
+    source = "flowscope" if metadata.get("writer") == "flowscope" else ("torch" if torch_like else "chrome")
+    complete = [e for e in events if type(e) is dict and e.get("ph") == "X"]
+    ops, spans = _split(complete, source)
+    counters = [e for e in events if type(e) is dict and e.get("ph") == "C" and e.get("name") == fmt.COUNTER_MEMORY]
+    memory_ts = np.array([float(e.get("ts", 0.0)) for e in counters], dtype=np.float64)
+    memory_bytes = np.array([sum(v for k, v in (e.get("args") or _EMPTY).items() if k.endswith(".allocated"))
+                             for e in counters], dtype=np.int64)
+    span_columns = _span_columns(spans)
+    op_columns = _op_columns(ops, span_columns)
+    return TraceColumns(op_columns, span_columns, memory_ts, memory_bytes, metadata, source)
+
+
+def _split(complete: list[dict], source: str) -> tuple[list[dict], list[tuple[int, str, dict]]]:
+    """Ops and (category index, name, event) spans, with torch's categories and names mapped onto ours."""
+    index = fmt.SPAN_CATEGORIES.index
+    if source == "flowscope":
+        op_cats = (fmt.CAT_OP, fmt.CAT_KERNEL)
+        ops = [e for e in complete if e.get("cat") in op_cats]
+        spans = [(index(e["cat"]), str(e.get("name", "")), e) for e in complete if e.get("cat") in fmt.SPAN_CATEGORIES]
+        return ops, spans
+    ops, spans = [], []
+    for event in complete:
+        cat, name = event.get("cat", ""), str(event.get("name", ""))
+        if cat in _TORCH_OP_CATS or cat in _TORCH_KERNEL_CATS or cat in (fmt.CAT_OP, fmt.CAT_KERNEL):
+            ops.append(event)
+        elif name.startswith(_TORCH_STEP):
+            spans.append((index(fmt.CAT_STEP), "step " + name[len(_TORCH_STEP):], event))
+        elif name.startswith(_TORCH_OPTIMIZER):
+            spans.append((index(fmt.CAT_OPTIMIZER), name, event))
+        elif name.startswith(_TORCH_DATA):
+            spans.append((index(fmt.CAT_DATA), name, event))
+        elif cat == "user_annotation" or cat in fmt.SPAN_CATEGORIES:
+            spans.append((index(cat) if cat in fmt.SPAN_CATEGORIES else index(fmt.CAT_USER), name, event))
+    return ops, spans
+
+
+def _span_columns(spans: list[tuple[int, str, dict]]) -> SpanColumns:
+    category = np.array([c for c, _, _ in spans], dtype=np.int8)
+    ts = np.array([float(e.get("ts", 0.0)) for _, _, e in spans], dtype=np.float64)
+    dur = np.array([float(e.get("dur", 0.0)) for _, _, e in spans], dtype=np.float64)
+    names = tuple(n for _, n, _ in spans)
+    step = np.array([_step_of_span(c, n, e) for c, n, e in spans], dtype=np.int64)
+    columns = SpanColumns(category, names, ts, dur, step)
+    unknown = step < 0
+    if unknown.any():
+        step[unknown] = _steps_at(columns, ts[unknown])
+    return columns
+
+
+def _step_of_span(category: int, name: str, event: dict) -> int:
+    if category == 0 and name.startswith("step "):
+        try:
+            return int(name[5:])
+        except ValueError:
+            return -1
+    value = (event.get("args") or _EMPTY).get(fmt.ARG_STEP)
+    return int(value) if isinstance(value, (int, float)) else -1
+
+
+def _steps_at(spans: SpanColumns, ts_us: np.ndarray) -> np.ndarray:
+    """The number of the step span containing each time (-1 outside every step)."""
+    steps = spans.of(fmt.CAT_STEP)
+    if len(steps) == 0:
+        return np.full(len(ts_us), -1, dtype=np.int64)
+    order = steps[np.argsort(spans.ts_us[steps], kind="stable")]
+    starts, ends = spans.ts_us[order], spans.ts_us[order] + spans.dur_us[order]
+    slot = np.searchsorted(starts, ts_us, side="right") - 1
+    inside = (slot >= 0) & (ts_us <= ends[np.maximum(slot, 0)])
+    return np.where(inside, spans.step[order][np.maximum(slot, 0)], -1)
+
+
+def _op_columns(ops: list[dict], spans: SpanColumns) -> OpColumns:
+    names, modules, shapes = _Codes(), _Codes(), _Codes()
+    modules.code("")
+    args = [e.get("args") or _EMPTY for e in ops]
+    name_codes = np.array([names.code(str(e.get("name", ""))) for e in ops], dtype=np.int32)
+    kernel_cats = _TORCH_KERNEL_CATS | {fmt.CAT_KERNEL}
+    category = np.array([e.get("cat") in kernel_cats for e in ops], dtype=np.int8)
+    ts = np.array([e.get("ts", 0.0) for e in ops], dtype=np.float64)
+    dur = np.array([e.get("dur", 0.0) for e in ops], dtype=np.float64)
+    tid = np.array([e.get("tid", 0) if type(e.get("tid", 0)) is int else hash(e.get("tid")) for e in ops], dtype=np.int64)
+    module = np.array([modules.code(a.get(fmt.ARG_MODULE) or "") for a in args], dtype=np.int32)
+    shape_codes = np.array([shapes.code(_shape_text(a)) for a in args], dtype=np.int32)
+    nbytes = np.array([a.get(fmt.ARG_BYTES) or 0 for a in args], dtype=np.int64)
+    flops = np.array([a.get(fmt.ARG_FLOPS, np.nan) for a in args], dtype=np.float64)
+    phase_index = {p: i for i, p in enumerate(fmt.PHASES)}
+    phase = np.array([phase_index.get(a.get(fmt.ARG_PHASE), -1) for a in args], dtype=np.int8)
+    step = np.array([a.get(fmt.ARG_STEP, -1) for a in args], dtype=np.int64)
+    if len(ops) and (step < 0).any():
+        step = np.where(step < 0, _steps_at(spans, ts), step)
+    if len(ops) and (phase < 0).any():
+        phase = np.where(phase < 0, _torch_phase(names.strings(), name_codes, ts, spans), phase).astype(np.int8)
+    return OpColumns(name_codes, names.strings(), category, ts, dur, _self_times(ts, dur, tid), tid, step, module,
+                     modules.strings(), phase, shape_codes, shapes.strings(), nbytes, flops)
+
+
+def _shape_text(args: dict) -> str:
+    value = args.get(fmt.ARG_SHAPES)
+    if isinstance(value, str):
+        return value
+    dims = args.get("Input Dims")  # torch.profiler with record_shapes=True
+    if isinstance(dims, list):
+        return fmt.format_shapes(tuple(tuple(d) if isinstance(d, list) else () for d in dims))
+    return ""
+
+
+def _torch_phase(names: tuple[str, ...], codes: np.ndarray, ts: np.ndarray, spans: SpanColumns) -> np.ndarray:
+    """Backward for autograd's ops (``*Backward*``, ``autograd::engine::…``), optimizer inside an optimizer span."""
+    backward = np.array(["Backward" in n or n.startswith("autograd::") for n in names], dtype=bool)
+    phase = np.where(backward[codes], 1, 0).astype(np.int8)
+    optimizer = spans.of(fmt.CAT_OPTIMIZER)
+    for start, duration in zip(spans.ts_us[optimizer], spans.dur_us[optimizer]):
+        phase[(ts >= start) & (ts <= start + duration)] = 2
+    return phase
+
+
+def _self_times(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Duration minus direct children on the same thread. flowscope's ops never nest: the fast path."""
+    self_us = dur.copy()
+    if len(ts) < 2:
+        return self_us
+    order = np.lexsort((-dur, ts, tid))
+    same = tid[order][1:] == tid[order][:-1]
+    ends = (ts + dur)[order]
+    if not (same & (ts[order][1:] < ends[:-1])).any():
+        return self_us
+    stack: list[int] = []  # NOTE: nesting exists (torch): one pass with a stack of open ops per thread
+    for i in order.tolist():
+        while stack and (tid[stack[-1]] != tid[i] or ts[i] >= ts[stack[-1]] + dur[stack[-1]]):
+            stack.pop()
+        if stack:
+            self_us[stack[-1]] -= dur[i]
+        stack.append(i)
+    return np.maximum(self_us, 0.0)

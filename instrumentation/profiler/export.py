@@ -1,0 +1,115 @@
+"""Recorded tuples -> a Chrome Trace Event Format dict (Perfetto-loadable), with module spans and FLOPs derived."""
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from typing import Any
+
+import numpy as np
+
+import engine
+from instrumentation.format import trace as fmt
+from instrumentation.profiler.recorder import Recorder
+
+_ITEMSIZE: dict[str, int] = {}
+
+
+def flops_of(op: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ...], output_bytes: int) -> float | None:
+    """Multiply-adds x 2 for the ops whose cost follows from their input shapes; None when unknown."""
+    try:
+        if op == "Linear" and len(shapes) >= 2:
+            x, w = shapes[0], shapes[1]
+            return 2.0 * math.prod(x[:-1]) * w[0] * w[1]
+        if op == "MatMul" and len(shapes) == 2 and len(shapes[0]) >= 2 and len(shapes[1]) >= 2:
+            a, b = shapes
+            batch = np.broadcast_shapes(a[:-2], b[:-2])
+            return 2.0 * math.prod(batch) * a[-2] * a[-1] * b[-1]
+        if op == "Conv2d" and len(shapes) >= 2 and dtypes:
+            w = shapes[1]
+            itemsize = _ITEMSIZE.get(dtypes[0]) or _ITEMSIZE.setdefault(dtypes[0], np.dtype(dtypes[0]).itemsize)
+            output_elements = output_bytes // itemsize
+            return 2.0 * output_elements * w[1] * w[2] * w[3]
+    except (IndexError, ValueError, TypeError):
+        return None
+    return None
+
+
+def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> dict[str, Any]:
+    """The trace of what ``recorder`` holds: ops, derived module spans, spans and memory counters."""
+    pid = os.getpid()
+    starts = [r[4] for r in recorder.ops[:1]] + [s[2] for s in recorder.spans[:1]] + [recorder.started_ns]
+    base_ns = min(starts)
+    wall_at_zero = time.time() - (time.perf_counter_ns() - base_ns) / 1e9
+
+    def us(ns: int) -> float:
+        return (ns - base_ns) / 1000.0
+
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"flowscope {socket.gethostname()}"}},
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": fmt.TID_HOST, "args": {"name": "training thread"}},
+    ]
+    stacks = recorder.stacks if len(recorder.stacks) == len(recorder.ops) else None
+    for index, (op, phase, module, step, start, end, shapes, dtypes, nbytes) in enumerate(recorder.ops):
+        args = {fmt.ARG_STEP: step, fmt.ARG_MODULE: module, fmt.ARG_PHASE: phase,
+                fmt.ARG_SHAPES: fmt.format_shapes(shapes), fmt.ARG_DTYPE: ",".join(dtypes), fmt.ARG_BYTES: nbytes}
+        flops = flops_of(op, shapes, dtypes, nbytes) if shapes else None
+        if flops is not None:
+            args[fmt.ARG_FLOPS] = flops
+        if stacks is not None:
+            args[fmt.ARG_STACK] = list(stacks[index])
+        events.append({"ph": "X", "cat": fmt.CAT_OP, "name": op, "ts": us(start), "dur": (end - start) / 1000.0,
+                       "pid": pid, "tid": fmt.TID_HOST, "args": args})
+    for path, phase, step, start, end in module_spans(recorder.ops):
+        events.append({"ph": "X", "cat": fmt.CAT_MODULE, "name": path, "ts": us(start), "dur": (end - start) / 1000.0,
+                       "pid": pid, "tid": fmt.TID_HOST, "args": {fmt.ARG_STEP: step, fmt.ARG_PHASE: phase}})
+    for category, name, start, end, step in recorder.spans:
+        events.append({"ph": "X", "cat": category, "name": name, "ts": us(start), "dur": (end - start) / 1000.0,
+                       "pid": pid, "tid": fmt.TID_HOST, "args": {fmt.ARG_STEP: step}})
+    for time_ns, device, allocated in recorder.memory:
+        events.append({"ph": "C", "name": fmt.COUNTER_MEMORY, "ts": us(time_ns), "pid": pid,
+                       "args": {f"{device}.allocated": allocated, f"{device}.reserved": allocated}})
+    metadata = {"writer": "flowscope", "format_version": fmt.FORMAT_VERSION, "engine_version": engine.__version__,
+                "devices": ["cpu"], "host": socket.gethostname(), "pid": pid, "rank": int(os.environ.get("RANK", 0)),
+                "schedule": schedule or {}, "wall_time_at_ts_zero": wall_at_zero,
+                "steps": sorted({s[4] for s in recorder.spans if s[0] == fmt.CAT_STEP})}
+    return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": metadata}
+
+
+def module_spans(ops: list[tuple]) -> list[tuple[str, str, int, int, int]]:
+    """(path, phase, step, start_ns, end_ns) for every run of consecutive ops under one module path prefix.
+
+    A run ends where the next op lies outside the module, or the phase or step changes: forward and backward
+    visits of a layer are separate spans (backward ops carry the module of their forward op)."""
+    spans: list[tuple[str, str, int, int, int]] = []
+    open_chain: list[list] = []  # [path, phase, step, start, end] from outermost to innermost
+    for op, phase, module, step, start, end, *_ in ops:
+        chain = _ancestors(module)
+        keep = 0
+        while (keep < len(open_chain) and keep < len(chain) and open_chain[keep][0] == chain[keep]
+               and open_chain[keep][1] == phase and open_chain[keep][2] == step):
+            keep += 1
+        for closed in reversed(open_chain[keep:]):
+            spans.append(tuple(closed))
+        del open_chain[keep:]
+        for entry in open_chain:
+            entry[4] = end
+        open_chain.extend([path, phase, step, start, end] for path in chain[keep:])
+    spans.extend(tuple(entry) for entry in reversed(open_chain))
+    return spans
+
+
+def _ancestors(module: str) -> list[str]:
+    if not module:
+        return []
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def write_capture(run_dir: str | os.PathLike[str], trace: dict[str, Any]) -> str:
+    """Write ``trace`` as a new capture of ``run_dir``; returns the trace file's path."""
+    capture_dir = fmt.new_capture_dir(run_dir)
+    path = os.path.join(capture_dir, fmt.trace_file_name())
+    fmt.write_trace(path, trace)
+    return path

@@ -1,0 +1,71 @@
+"""The ``input_bound`` diagnosis: steps that spend a large share of their time waiting for input."""
+from __future__ import annotations
+
+import collections
+import os
+
+from engine import hooks
+from instrumentation.format.alerts import Alert, AlertWriter
+
+INPUT_BOUND_SHARE = 0.3  # data wait / step time over the window above which the run is input-bound
+WINDOW_STEPS = 20
+COOLDOWN_STEPS = 500     # at most one alert per this many steps
+
+
+class InputBoundDetector:
+    """Observer of ``data_wait`` and ``step_end``: over the last ``window_steps`` steps, when summed input wait
+    exceeds ``share`` of summed step time, writes an ``input_bound`` warning with the evidence."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], share: float = INPUT_BOUND_SHARE,
+                 window_steps: int = WINDOW_STEPS, cooldown_steps: int = COOLDOWN_STEPS) -> None:
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"input_bound share must be in (0, 1), got {share!r}")
+        if window_steps < 1:
+            raise ValueError(f"input_bound window_steps must be >= 1, got {window_steps!r}")
+        self.writer = AlertWriter(run_dir)
+        self.share, self.window_steps, self.cooldown_steps = share, window_steps, cooldown_steps
+        self.alerts_written = 0
+        self._wait_ns = 0
+        self._window: collections.deque[tuple[int, int, int]] = collections.deque(maxlen=window_steps)
+        self._last_alert_step: int | None = None
+        self._subscribed = False
+
+    def start(self) -> InputBoundDetector:
+        if not self._subscribed:
+            hooks.subscribe(self)
+            self._subscribed = True
+        return self
+
+    def stop(self) -> None:
+        if self._subscribed:
+            hooks.unsubscribe(self)
+            self._subscribed = False
+
+    def data_wait(self, event: hooks.DataWaitEvent) -> None:
+        self._wait_ns += event.wait_ns
+
+    def step_end(self, event: hooks.StepEvent) -> None:
+        self._window.append((event.step, min(self._wait_ns, event.duration_ns), event.duration_ns))
+        self._wait_ns = 0
+        if len(self._window) < self.window_steps:
+            return
+        if self._last_alert_step is not None and event.step - self._last_alert_step < self.cooldown_steps:
+            return
+        wait_ns = sum(w for _, w, _ in self._window)
+        step_ns = sum(d for _, _, d in self._window)
+        if step_ns <= 0 or wait_ns / step_ns <= self.share:
+            return
+        self._last_alert_step = event.step
+        self.alerts_written += 1
+        first, last = self._window[0][0], self._window[-1][0]
+        observed = wait_ns / step_ns
+        self.writer.write(Alert(
+            kind="input_bound", severity="warning", subject="input pipeline", step=event.step,
+            message=(f"steps {first}-{last} spent {observed:.0%} of their time waiting for input (threshold "
+                     f"{self.share:.0%}): the input pipeline limits training speed; try prefetch(), "
+                     "map(num_parallel_calls=...) or cache()"),
+            evidence={"first_step": first, "last_step": last, "steps": len(self._window),
+                      "data_wait_share": observed, "threshold": self.share,
+                      "data_wait_ms": wait_ns / 1e6, "step_time_ms": step_ns / 1e6,
+                      "mean_data_wait_ms": wait_ns / 1e6 / len(self._window),
+                      "mean_step_time_ms": step_ns / 1e6 / len(self._window)}))

@@ -1,0 +1,167 @@
+"""``profile()``: a context manager that records scheduled steps and writes one Chrome trace per cycle."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from engine import hooks
+from instrumentation.format import trace as fmt
+from instrumentation.profiler.aggregate import KeyAverages, key_averages
+from instrumentation.profiler.export import build_trace, write_capture
+from instrumentation.profiler.input_bound import InputBoundDetector
+from instrumentation.profiler.ondemand import OnDemandCapture
+from instrumentation.profiler.recorder import Recorder
+from instrumentation.profiler.schedule import ProfilerAction, Schedule, always_record
+from instrumentation.profiler.spans import add_sink, remove_sink
+
+_RECORDING = (ProfilerAction.WARMUP, ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+
+
+class profile:
+    """``with profile(run_dir, schedule=schedule(wait=1, warmup=1, active=3)) as prof: ...; prof.step()``.
+
+    Steps advance by themselves at each engine step end (``optimizer.step()``); loops without the engine call
+    ``prof.step()`` once per step (a call right after an engine step end is ignored, so calling it in an engine
+    loop too is harmless). Without a schedule every step is recorded until the block ends. Each finished
+    cycle is written under ``<logdir>/plugins/profile/<capture_id>/`` (when ``logdir`` is given) and passed to
+    ``on_trace_ready(prof)``. ``on_demand=True`` records nothing by itself: it answers the board's capture
+    requests (see ``OnDemandCapture``). With a ``logdir``, the ``input_bound`` diagnosis runs meanwhile."""
+
+    def __init__(self, logdir: str | os.PathLike[str] | None = None, *, schedule: Schedule | Callable | None = None,
+                 record_shapes: bool = True, with_stack: bool = False, profile_memory: bool = True,
+                 on_trace_ready: Callable[[profile], Any] | None = None, on_demand: bool = False,
+                 input_bound: bool = True) -> None:
+        if on_demand and logdir is None:
+            raise ValueError("profile(on_demand=True) needs the run directory (logdir) the board writes requests into")
+        self.logdir = None if logdir is None else os.fspath(logdir)
+        self.schedule = schedule if schedule is not None else always_record
+        self.record_shapes, self.with_stack, self.profile_memory = record_shapes, with_stack, profile_memory
+        self.on_trace_ready, self.on_demand = on_trace_ready, on_demand
+        self.step_num = 0
+        self.last_trace: dict[str, Any] | None = None
+        self.last_trace_path: str | None = None
+        self.traces_written: list[str] = []
+        self._action = ProfilerAction.NONE
+        self._recorder: Recorder | None = None
+        self._on_demand: OnDemandCapture | None = None
+        self._input_bound = InputBoundDetector(self.logdir) if (input_bound and self.logdir is not None) else None
+        self._engine_stepped = False
+        self._subscribed = False
+        self._step_start_ns = 0
+
+    # --- context manager ------------------------------------------------------------------------------------
+    def __enter__(self) -> profile:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self._subscribed:
+            return
+        if self.on_demand:
+            self._on_demand = OnDemandCapture(self.logdir, record_shapes=self.record_shapes,
+                                              profile_memory=self.profile_memory, on_capture=self._captured)
+            self._on_demand.start()
+        else:
+            hooks.subscribe(self)  # NOTE: before any recorder (see Recorder on hook-list order)
+        self._subscribed = True
+        if self._input_bound is not None:
+            self._input_bound.start()
+        self._step_start_ns = time.perf_counter_ns()
+        if not self.on_demand:
+            self._enter(self.schedule(self.step_num))
+
+    def stop(self) -> None:
+        if not self._subscribed:
+            return
+        self._subscribed = False
+        if self._on_demand is not None:
+            self._on_demand.close()
+        else:
+            hooks.unsubscribe(self)
+            if self._recorder is not None:
+                try:
+                    self._save()
+                except Exception as error:  # noqa: BLE001 - profiling must never break training
+                    print(f"flowscope: writing the profile failed ({type(error).__name__}: {error})", file=sys.stderr)
+        if self._input_bound is not None:
+            self._input_bound.stop()
+
+    # --- steps ------------------------------------------------------------------------------------------------
+    def step_end(self, event: hooks.StepEvent) -> None:
+        self._engine_stepped = True
+        self._advance(event)
+
+    def step(self) -> None:
+        """Mark a step boundary (only needed without the engine; see the class docstring)."""
+        if self._engine_stepped:
+            self._engine_stepped = False
+            return
+        if self._on_demand is not None:
+            self._on_demand.poll()
+            return
+        now = time.perf_counter_ns()
+        if self._recorder is not None:
+            self._recorder.add_span(fmt.CAT_STEP, f"step {self.step_num}", self._step_start_ns, now)
+            self._recorder.steps_seen += 1
+        self._step_start_ns = now
+        self._advance(None)
+
+    def _advance(self, event: hooks.StepEvent | None) -> None:
+        try:
+            previous = self._action
+            self.step_num += 1
+            current = self.schedule(self.step_num)
+            recorder = self._recorder
+            if recorder is not None:
+                cycle_ends = previous is ProfilerAction.RECORD_AND_SAVE or current is ProfilerAction.NONE
+                if cycle_ends:
+                    if event is not None:
+                        recorder.step_end(event)  # see Recorder: removed now, it would not see this event
+                    self._save()
+                elif previous is ProfilerAction.WARMUP and current is not ProfilerAction.WARMUP:
+                    recorder.clear()
+            self._enter(current)
+        except Exception as error:  # noqa: BLE001 - profiling must never break training
+            print(f"flowscope: profiler step {self.step_num} failed ({type(error).__name__}: {error})",
+                  file=sys.stderr)
+
+    def _enter(self, action: ProfilerAction) -> None:
+        self._action = action
+        if action in _RECORDING and self._recorder is None:
+            self._recorder = Recorder(self.record_shapes, self.profile_memory, self.with_stack)
+            self._recorder.start()
+            add_sink(self._recorder)
+
+    def _save(self) -> None:
+        recorder, self._recorder = self._recorder, None
+        recorder.stop()
+        remove_sink(recorder)
+        if not recorder.ops and not recorder.spans:
+            return
+        trace = build_trace(recorder, self.schedule.as_dict() if isinstance(self.schedule, Schedule) else None)
+        path = write_capture(self.logdir, trace) if self.logdir is not None else None
+        self._captured(path, trace)
+
+    def _captured(self, path: str | None, trace: dict[str, Any]) -> None:
+        self.last_trace, self.last_trace_path = trace, path
+        if path is not None:
+            self.traces_written.append(path)
+        if self.on_trace_ready is not None:
+            self.on_trace_ready(self)
+
+    # --- results ------------------------------------------------------------------------------------------------
+    def key_averages(self, group_by: str = "op") -> KeyAverages:
+        """Op statistics of the last finished cycle (grouped by ``op``, ``module`` or ``shape``)."""
+        if self.last_trace is None:
+            raise RuntimeError("profile.key_averages(): nothing recorded yet (no cycle has finished)")
+        return key_averages(self.last_trace, group_by)
+
+    def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+        if self.last_trace is None:
+            raise RuntimeError("profile.export_chrome_trace(): nothing recorded yet (no cycle has finished)")
+        fmt.write_trace(path, self.last_trace)
