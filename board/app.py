@@ -40,9 +40,9 @@ def create_app(config: BoardConfig, store: LogdirStore | None = None) -> Dash:
 
 def _pages() -> list:
     # NOTE: imported here, not at module top: dash.register_page needs an app created with use_pages first.
-    from board.pages import histograms, runs, scalars
+    from board.pages import alerts, dynamics, histograms, memory, profile, runs, scalars, system
 
-    pages = [runs, scalars, histograms]
+    pages = [runs, scalars, histograms, memory, system, dynamics, alerts, profile]
     for page in pages:  # what Dash does itself for modules it imports from a pages folder
         dash.page_registry[page.__name__]["layout"] = page.layout
     return pages

@@ -1,4 +1,4 @@
-"""`board --logdir DIR [--host] [--port] [--reload-interval] [--token]`: a thin CLI over `BoardConfig`."""
+"""`board --logdir DIR [--host] [--port] [--reload-interval] [--token] [--read-only]`: a thin CLI over `BoardConfig`."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +13,7 @@ from pathlib import Path
 from board.config import BoardConfig
 
 _TYPES = {"logdir": Path, "host": str, "port": int, "reload_interval": float, "token": str, "cache_dir": Path,
-          "no_cache": bool}
+          "no_cache": bool, "read_only": bool}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> BoardConfig:

@@ -27,6 +27,9 @@ class BoardConfig:
         default=None, metadata={"help": "where decoded runs are kept for fast re-opening (default ~/.cache/flowscope/board)"}
     )
     no_cache: bool = field(default=False, metadata={"help": "do not read or write the cache"})
+    read_only: bool = field(
+        default=False, metadata={"help": "never write into the log directory (disables the Profile page's Capture button)"}
+    )
 
     def __post_init__(self) -> None:
         if self.reload_interval <= 0:
@@ -42,6 +45,12 @@ class BoardConfig:
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False
+
+    @property
+    def allows_capture_requests(self) -> bool:
+        """The one write the board does into a log directory (a profile capture request file); off with
+        --read-only, and off on a non-loopback host without --token (anyone reaching it could write)."""
+        return not self.read_only and (self.is_loopback or self.token is not None)
 
     @property
     def cache_root(self) -> Path | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -78,7 +79,7 @@ def scalar_view(
     tag: str,
     *,
     x_axis: XAxis = "step",
-    window: tuple[float, float] | None = None,
+    window: Sequence[float] | None = None,
     smoothing: float = 0.0,
     max_points: int = DEFAULT_POINTS,
     after: int = 0,
@@ -117,7 +118,7 @@ def scalar_view(
     )
 
 
-def _window_bounds(x: np.ndarray, window: tuple[float, float] | None, x_axis: XAxis) -> tuple[int, int]:
+def _window_bounds(x: np.ndarray, window: Sequence[float] | None, x_axis: XAxis) -> tuple[int, int]:
     """Index range [lo, hi) of the points whose x lies in the window (steps are sorted; times nearly so)."""
     if window is None or len(x) == 0:
         return 0, len(x)

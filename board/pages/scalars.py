@@ -70,13 +70,14 @@ def _chart(tag: str) -> html.Div:
         dcc.Graph(id={"type": "scalars-graph", "tag": tag}, config={"displaylogo": False},
                   figure={"data": [], "layout": {"height": 320, "title": {"text": tag}}}),
         dcc.Store(id={"type": "scalars-state", "tag": tag}),
+        dcc.Store(id={"type": "scalars-zoom", "tag": tag}),
         html.Button("CSV", id={"type": "scalars-csv", "tag": tag}, className="fs-small-button",
                     title="download every point of this tag for the runs shown"),
         dcc.Download(id={"type": "scalars-download", "tag": tag}),
     ])
 
 
-def _views(tag: str, run_filter: str, *, x_axis: XAxis, smoothing: float, window: tuple[float, float] | None,
+def _views(tag: str, run_filter: str, *, x_axis: XAxis, smoothing: float, window: list[float] | None,
            after: dict[str, int] | None = None) -> list[ScalarView]:
     context = board_context()
     runs = [run for run, tags in context.store.all_scalar_tags().items() if tag in tags]
@@ -88,8 +89,9 @@ def _views(tag: str, run_filter: str, *, x_axis: XAxis, smoothing: float, window
     return views
 
 
-def _state(views: list[ScalarView], window: tuple[float, float] | None) -> dict[str, Any]:
-    return {"runs": [[v.run, v.revision, v.length, len(v.x)] for v in views], "window": window}
+def _state(views: list[ScalarView], window: list[float] | None, settings: list[Any]) -> dict[str, Any]:
+    """What a chart shows: per run (name, revision, length, points drawn), the x window and the controls."""
+    return {"runs": [[v.run, v.revision, v.length, len(v.x)] for v in views], "window": window, "settings": settings}
 
 
 def register_callbacks(app: Dash) -> None:
@@ -102,64 +104,79 @@ def register_callbacks(app: Dash) -> None:
             return no_update, no_update
         return _sections(run_filter or "", tag_filter or ""), tags
 
+    # Plotly reports every relayout (autosize on first render, y-only pans, legend clicks) through relayoutData.
+    # Only x-range changes are passed on, in the browser, so that those events cause no request that could
+    # overtake (and make Dash drop) the request of a real zoom.
+    app.clientside_callback(
+        """
+        function(relayout, xAxis) {
+            if (relayout && ("xaxis.range[0]" in relayout || "xaxis.range" in relayout || "xaxis.autorange" in relayout)) {
+                return {"relayout": relayout, "x_axis": xAxis};
+            }
+            return window.dash_clientside.no_update;
+        }
+        """,
+        Output({"type": "scalars-zoom", "tag": MATCH}, "data"),
+        Input({"type": "scalars-graph", "tag": MATCH}, "relayoutData"),
+        State("scalars-x-axis", "value"),
+        prevent_initial_call=True,
+    )
+
     @app.callback(
         Output({"type": "scalars-graph", "tag": MATCH}, "figure"),
         Output({"type": "scalars-state", "tag": MATCH}, "data"),
-        Input({"type": "scalars-graph", "tag": MATCH}, "relayoutData"),
+        Input({"type": "scalars-zoom", "tag": MATCH}, "data"),
         Input("scalars-smoothing", "value"), Input("scalars-x-axis", "value"), Input("scalars-log-y", "value"),
         Input("scalars-run-filter", "value"), Input("scalars-poll", "n_intervals"),
         State({"type": "scalars-graph", "tag": MATCH}, "id"), State({"type": "scalars-state", "tag": MATCH}, "data"),
     )
-    def _chart_update(relayout, smoothing, x_axis, log_y, run_filter, _ticks, graph_id, state):
-        tag, run_filter, smoothing = graph_id["tag"], run_filter or "", float(smoothing or 0)
-        triggers = {t["prop_id"] for t in dash.ctx.triggered} if dash.ctx.triggered_id is not None else set()
-        window = state["window"] if state else None
-        if any(t.endswith(".relayoutData") for t in triggers) and len(triggers) == 1:
-            zoom = window_from_relayout(relayout or {}, x_axis)
-            if zoom is None:  # autosize, pan of y only, legend clicks: nothing to fetch
-                return no_update, no_update
-            window = zoom.window
-        elif triggers == {"scalars-poll.n_intervals"} and state:
-            return _live_update(tag, run_filter, x_axis, smoothing, "log" in (log_y or []), state)
-        elif "scalars-x-axis.value" in triggers:
-            window = None
-        views = _views(tag, run_filter, x_axis=x_axis, smoothing=smoothing, window=window)
-        figure = scalar_figure(tag, views, x_axis=x_axis, log_y="log" in (log_y or []), smoothing=smoothing > 0)
-        return figure, _state(views, window)
+    def _chart_update(zoom_data, smoothing, x_axis, log_y, run_filter, _ticks, graph_id, state):
+        """Draw what the controls and the zoom ask for. Compares the wanted view with the one drawn (`state`)
+        rather than looking at which input fired, so coalesced or dropped requests cannot lose a zoom."""
+        tag, smoothing, log_y = graph_id["tag"], float(smoothing or 0), "log" in (log_y or [])
+        settings = [run_filter or "", smoothing, x_axis, log_y]
+        zoom = None
+        if zoom_data and zoom_data.get("x_axis") == x_axis:
+            zoom = window_from_relayout(zoom_data["relayout"], x_axis)
+        window = list(zoom.window) if zoom is not None and zoom.window is not None else None
+        if state and state["settings"] == settings and state["window"] == window:
+            return _live_update(tag, settings, state)
+        views = _views(tag, settings[0], x_axis=x_axis, smoothing=smoothing, window=window)
+        figure = scalar_figure(tag, views, x_axis=x_axis, log_y=log_y, smoothing=smoothing > 0)
+        return figure, _state(views, window, settings)
 
-    def _live_update(tag: str, run_filter: str, x_axis: XAxis, smoothing: float, log_y: bool, state: dict[str, Any]):
+    def _live_update(tag: str, settings: list[Any], state: dict[str, Any]):
         """Append only the points written since the last update; rebuild when that cannot be done by appending."""
-        store = board_context().store
-        runs = [run for run, tags in store.all_scalar_tags().items() if tag in tags]
-        held = {run: (revision, length, shown) for run, revision, length, shown in state["runs"]}
+        run_filter, smoothing, x_axis, log_y = settings
         if state["window"] is not None:  # zoomed in: the user is reading; leave the window as it is
             return no_update, no_update
-        versions = {run: store.scalar_version(run, tag) for run in held}
-        if matching(runs, run_filter) == list(held) and all(
-            versions[run] == (revision, length) for run, (revision, length, _) in held.items()
-        ):
+        store = board_context().store
+        runs = matching([run for run, tags in store.all_scalar_tags().items() if tag in tags], run_filter)
+        held = {run: (revision, length, shown) for run, revision, length, shown in state["runs"]}
+        versions = {run: store.scalar_version(run, tag) for run in held if run in runs}
+        if runs == list(held) and all(versions[run] == (revision, length) for run, (revision, length, _) in held.items()):
             return no_update, no_update
-        rebuild = matching(runs, run_filter) != list(held) or any(
+        rebuild = runs != list(held) or any(
             shown > REBUILD_FACTOR * DEFAULT_POINTS or versions[run][0] != revision
             for run, (revision, _, shown) in held.items()
         )
         if rebuild:
             views = _views(tag, run_filter, x_axis=x_axis, smoothing=smoothing, window=None)
-            return scalar_figure(tag, views, x_axis=x_axis, log_y=log_y, smoothing=smoothing > 0), _state(views, None)
+            return scalar_figure(tag, views, x_axis=x_axis, log_y=log_y, smoothing=smoothing > 0), _state(views, None, settings)
         news = _views(tag, run_filter, x_axis=x_axis, smoothing=smoothing, window=None,
                       after={run: length for run, (_, length, _) in held.items()})
         patch = Patch()
-        new_state = []
+        new_runs = []
         for index, view in enumerate(news):
-            traces = run_traces(view, x_axis, smoothing > 0)
-            for offset, trace in enumerate(traces):
+            for offset, trace in enumerate(run_traces(view, x_axis, smoothing > 0)):
+                target = patch["data"][index * TRACES_PER_RUN + offset]
                 if trace["x"]:
-                    patch["data"][index * TRACES_PER_RUN + offset]["x"].extend(trace["x"])
-                    patch["data"][index * TRACES_PER_RUN + offset]["y"].extend(trace["y"])
+                    target["x"].extend(trace["x"])
+                    target["y"].extend(trace["y"])
                     if "text" in trace:
-                        patch["data"][index * TRACES_PER_RUN + offset]["text"].extend(trace["text"])
-            new_state.append([view.run, view.revision, view.length, held[view.run][2] + len(view.x)])
-        return patch, {"runs": new_state, "window": None}
+                        target["text"].extend(trace["text"])
+            new_runs.append([view.run, view.revision, view.length, held[view.run][2] + len(view.x)])
+        return patch, {**state, "runs": new_runs}
 
     @app.callback(Output({"type": "scalars-download", "tag": MATCH}, "data"),
                   Input({"type": "scalars-csv", "tag": MATCH}, "n_clicks"),

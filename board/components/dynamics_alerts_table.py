@@ -1,0 +1,45 @@
+"""Alert tables: a run's alerts with a button that selects the step, and every run's alerts with links."""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from dash import dcc, html
+
+from board.data.alerts import RunAlert
+
+SEVERITY_BADGES = {"error": "fs-badge fs-badge-error", "warning": "fs-badge fs-badge-warn", "info": "fs-badge"}
+
+
+def _severity(severity: str) -> html.Span:
+    return html.Span(severity, className=SEVERITY_BADGES.get(severity, "fs-badge"))
+
+
+def dynamics_link(run: str, step: int) -> str:
+    return "/dynamics?" + urlencode({"run": run, "step": step})
+
+
+def run_alerts_table(items: list[RunAlert], button_type: str) -> html.Div | html.Table:
+    """Step, kind, severity, subject, message; the step is a button with id ``{"type": button_type, "step": n}``."""
+    if not items:
+        return html.Div("No alerts in this run.", className="fs-muted", id="dynamics-no-alerts")
+    rows = [html.Tr([
+        html.Td(html.Button(f"step {item.alert.step}", id={"type": button_type, "step": item.alert.step, "row": i},
+                            className="fs-step-button", title="mark this step on the charts")),
+        html.Td(item.alert.kind), html.Td(_severity(item.alert.severity)), html.Td(item.alert.subject),
+        html.Td(item.alert.message)]) for i, item in enumerate(items)]
+    return html.Table(className="fs-table", children=[
+        html.Thead(html.Tr([html.Th(c) for c in ("step", "kind", "severity", "subject", "message")])),
+        html.Tbody(rows)])
+
+
+def all_alerts_table(items: list[RunAlert]) -> html.Div | html.Table:
+    """Run, step (a link to that step on the run's Dynamics page), kind, severity, subject, message."""
+    if not items:
+        return html.Div("No alerts match.", className="fs-empty", id="alerts-none")
+    rows = [html.Tr([
+        html.Td(item.run), html.Td(dcc.Link(str(item.alert.step), href=dynamics_link(item.run, item.alert.step))),
+        html.Td(item.alert.kind), html.Td(_severity(item.alert.severity)), html.Td(item.alert.subject),
+        html.Td(item.alert.message)]) for item in items]
+    return html.Table(className="fs-table", id="alerts-table", children=[
+        html.Thead(html.Tr([html.Th(c) for c in ("run", "step", "kind", "severity", "subject", "message")])),
+        html.Tbody(rows)])

@@ -1,0 +1,67 @@
+"""Memory figures: the allocator timeline with category bands, the leak evidence curve, the module treemap."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from board.data.memory import MemoryTimeline, Treemap
+
+CATEGORY_COLORS = {"parameter": "#4e79a7", "gradient": "#f28e2b", "optimizer_state": "#b07aa1",
+                   "activation": "#59a14f", "temporary": "#edc948", "input": "#76b7b2"}
+_BYTES_AXIS = {"title": {"text": "bytes"}, "exponentformat": "SI", "ticksuffix": "B", "rangemode": "tozero"}
+
+
+def timeline_figure(timeline: MemoryTimeline, title: str) -> dict[str, Any]:
+    steps = timeline.steps.tolist()
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "lines", "name": category, "x": steps, "y": values.tolist(), "stackgroup": "bands",
+         "line": {"width": 0.5, "color": CATEGORY_COLORS.get(category, "#999")},
+         "hovertemplate": f"{category}<br>step %{{x}}: %{{y:,.0f}} B<extra>at peak</extra>"}
+        for category, values in timeline.bands.items()
+    ]
+    data.append({"type": "scatter", "mode": "lines", "name": "peak", "x": steps, "y": timeline.peak.tolist(),
+                 "line": {"color": "#c0392b", "width": 1.5}, "hovertemplate": "peak<br>step %{x}: %{y:,.0f} B<extra></extra>"})
+    data.append({"type": "scatter", "mode": "lines", "name": "allocated", "x": steps, "y": timeline.allocated.tolist(),
+                 "line": {"color": "#222", "width": 1.5, "dash": "dot"},
+                 "hovertemplate": "allocated at step end<br>step %{x}: %{y:,.0f} B<extra></extra>"})
+    return _layout(data, title, "step", annotations=[] if steps else [_note("no mem/ scalars yet")])
+
+
+def leak_evidence_figure(evidence: dict[str, Any], title: str) -> dict[str, Any]:
+    """Live bytes at each step end of the window and the Theil–Sen line through them (slope = bytes/step)."""
+    steps = [float(s) for s in evidence.get("steps", [])]
+    values = [float(v) for v in evidence.get("live_bytes", evidence.get("rss_bytes", []))]
+    data: list[dict[str, Any]] = [{"type": "scatter", "mode": "lines+markers", "name": "live bytes", "x": steps,
+                                   "y": values, "marker": {"size": 4}, "line": {"color": "#4e79a7"}}]
+    if steps and values:
+        slope = float(evidence.get("bytes_per_step", 0.0))
+        x, y = np.asarray(steps), np.asarray(values)
+        intercept = float(np.median(y - slope * x))
+        data.append({"type": "scatter", "mode": "lines", "name": f"trend {slope:,.1f} B/step", "x": [steps[0], steps[-1]],
+                     "y": [intercept + slope * steps[0], intercept + slope * steps[-1]],
+                     "line": {"color": "#c0392b", "dash": "dash"}})
+    figure = _layout(data, title, "step")
+    figure["layout"]["height"] = 260
+    return figure
+
+
+def treemap_figure(treemap: Treemap, title: str) -> dict[str, Any]:
+    return {"data": [{"type": "treemap", "ids": treemap.ids, "labels": treemap.labels, "parents": treemap.parents,
+                      "values": treemap.values, "branchvalues": "total",
+                      "hovertemplate": "%{id}<br>%{value:,.0f} B<extra></extra>", "textinfo": "label+value"}],
+            "layout": {"title": {"text": title, "font": {"size": 13}, "x": 0.01}, "height": 380,
+                       "margin": {"l": 5, "r": 5, "t": 30, "b": 5}}}
+
+
+def _layout(data: list[dict[str, Any]], title: str, x_title: str, annotations: list | None = None) -> dict[str, Any]:
+    return {"data": data, "layout": {
+        "title": {"text": title, "font": {"size": 13}, "x": 0.01, "xanchor": "left"}, "height": 340,
+        "margin": {"l": 60, "r": 10, "t": 30, "b": 70}, "hovermode": "x unified", "plot_bgcolor": "#fff",
+        "xaxis": {"title": {"text": x_title, "standoff": 4}}, "yaxis": dict(_BYTES_AXIS),
+        "legend": {"orientation": "h", "y": -0.25, "yanchor": "top", "font": {"size": 10}},
+        "annotations": annotations or []}}
+
+
+def _note(text: str) -> dict[str, Any]:
+    return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}

@@ -1,0 +1,41 @@
+"""The live-tensors table of a snapshot (largest first) and the allocator summary line."""
+from __future__ import annotations
+
+from dash import html
+
+from board.components.runs_table import human_bytes
+
+from instrumentation.format.memory_snapshot import MemorySnapshot
+
+MAX_ROWS = 300
+
+
+def _bytes(count: float | None) -> str:
+    return "—" if count is None else human_bytes(int(count))
+
+
+def allocator_summary(snapshot: MemorySnapshot) -> html.Div:
+    a = snapshot.allocator
+    parts = [f"device {snapshot.device}", f"reason {snapshot.reason}", f"step {snapshot.step}",
+             f"allocated {_bytes(a.allocated)}", f"peak {_bytes(a.peak)}", f"limit {_bytes(a.limit)}",
+             f"largest free block {_bytes(a.largest_free_block)}", f"fragmentation {a.fragmentation:.0%}",
+             f"{len(snapshot.blocks)} live blocks"]
+    if snapshot.requested is not None:
+        parts.insert(3, f"requested {_bytes(snapshot.requested.bytes)} by {snapshot.requested.op or '?'} in "
+                        f"{snapshot.requested.module or 'top level'}")
+    return html.Div(" · ".join(parts), className="fs-note", id="memory-allocator")
+
+
+def live_tensors_table(snapshot: MemorySnapshot) -> html.Div:
+    rows = [html.Tr([html.Td(_bytes(b.bytes)), html.Td(str(list(b.shape))), html.Td(b.dtype), html.Td(b.category),
+                     html.Td(b.op), html.Td(b.module), html.Td(str(b.step)),
+                     html.Td(html.Code(" ← ".join(b.stack)) if b.stack else "")])
+            for b in snapshot.blocks[:MAX_ROWS]]
+    more = len(snapshot.blocks) - MAX_ROWS
+    return html.Div([
+        html.Table(className="fs-table", id="memory-blocks", children=[
+            html.Thead(html.Tr([html.Th(h) for h in ("size", "shape", "dtype", "category", "op", "module", "step",
+                                                      "allocation stack (innermost first)")])),
+            html.Tbody(rows)]),
+        html.Div(f"… {more} smaller blocks not shown", className="fs-note") if more > 0 else html.Div(),
+    ])

@@ -1,0 +1,148 @@
+"""The Memory page's data: allocator timelines from `mem/` scalars, snapshots and memory alerts (no Dash here)."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from board.data.downsample import DEFAULT_POINTS, envelope_indices
+from board.data.store import LogdirStore, UnknownSeries
+from instrumentation.format.alerts import ALERTS_RELPATH, Alert, AlertReader
+from instrumentation.format.memory_snapshot import MemorySnapshot, SnapshotFile, list_snapshots, read_snapshot
+
+CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
+MEMORY_ALERT_KINDS = ("oom", "leak", "fragmentation")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTimeline:
+    """One device of one run on the step axis: `allocated` at each step's end, the step's `peak`, and the bytes per
+    category at that peak (`bands`, which stack up to `peak`); downsampled together for display."""
+
+    device: str
+    steps: np.ndarray
+    allocated: np.ndarray
+    peak: np.ndarray
+    bands: dict[str, np.ndarray]
+
+
+def run_dir(store: LogdirStore, run: str) -> Path:
+    return store.logdir / run if run != "." else store.logdir
+
+
+def memory_runs(store: LogdirStore) -> list[str]:
+    """Runs with allocator scalars or memory snapshots."""
+    tags = store.all_scalar_tags()
+    return [run for run, names in tags.items()
+            if any(t.startswith("mem/") for t in names) or list_snapshots(run_dir(store, run))]
+
+
+def devices(store: LogdirStore, run: str) -> list[str]:
+    try:
+        tags = store.scalar_tags(run)
+    except UnknownSeries:
+        return []
+    return sorted({t.split("/")[1] for t in tags if t.startswith("mem/") and t.endswith("/allocated_bytes")
+                   and t.split("/")[1] != "host"})
+
+
+def _values_at(store: LogdirStore, run: str, tag: str, steps: np.ndarray) -> np.ndarray:
+    """The tag's values at `steps` (0 where it has no point)."""
+    try:
+        columns, _ = store.scalars(run, tag)
+    except UnknownSeries:
+        return np.zeros(len(steps))
+    out = np.zeros(len(steps))
+    where = np.searchsorted(columns.steps, steps)
+    found = (where < len(columns.steps)) & (columns.steps[np.minimum(where, len(columns.steps) - 1)] == steps)
+    out[found] = columns.values[where[found]]
+    return out
+
+
+def timeline(store: LogdirStore, run: str, device: str, points: int = DEFAULT_POINTS) -> MemoryTimeline:
+    prefix = f"mem/{device}/"
+    try:
+        peak_columns, _ = store.scalars(run, prefix + "peak_bytes")
+    except UnknownSeries:
+        empty = np.zeros(0)
+        return MemoryTimeline(device, empty.astype(np.int64), empty, empty, {})
+    keep = envelope_indices(peak_columns.steps.astype(np.float64), np.nan_to_num(peak_columns.values), points)
+    steps = peak_columns.steps[keep]
+    tags = set(store.scalar_tags(run))
+    bands = {c: _values_at(store, run, f"{prefix}{c}_bytes", steps) for c in CATEGORIES if f"{prefix}{c}_bytes" in tags}
+    return MemoryTimeline(device, steps, _values_at(store, run, prefix + "allocated_bytes", steps),
+                          peak_columns.values[keep], bands)
+
+
+def snapshots(store: LogdirStore, run: str) -> list[SnapshotFile]:
+    return list_snapshots(run_dir(store, run))
+
+
+class SnapshotCache:
+    """Parsed snapshots by (path, mtime): a snapshot is read once however often the page asks for it."""
+
+    def __init__(self, max_entries: int = 8) -> None:
+        self._entries: OrderedDict[tuple[str, float], MemorySnapshot] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_entries = max_entries
+
+    def load(self, store: LogdirStore, run: str, capture_id: str) -> tuple[SnapshotFile, MemorySnapshot] | None:
+        """The snapshot `capture_id` of `run`; None when there is no such snapshot (ValueError if unreadable)."""
+        found = [f for f in snapshots(store, run) if f.capture_id == capture_id]
+        if not found:
+            return None
+        key = (found[0].path, found[0].mtime)
+        with self._lock:
+            cached = self._entries.get(key)
+        if cached is None:
+            cached = read_snapshot(found[0].path)
+            with self._lock:
+                self._entries[key] = cached
+                while len(self._entries) > self.max_entries:
+                    self._entries.popitem(last=False)
+        return found[0], cached
+
+
+def memory_alerts(store: LogdirStore, run: str) -> list[Alert]:
+    """The run's oom/leak/fragmentation alerts, newest first."""
+    alerts = AlertReader(run_dir(store, run) / ALERTS_RELPATH).read()
+    return sorted((a for a in alerts if a.kind in MEMORY_ALERT_KINDS), key=lambda a: (-a.step, -a.wall_time))
+
+
+@dataclass(frozen=True, slots=True)
+class Treemap:
+    """Flat treemap nodes: module path → sub-modules → category leaves (values in bytes, parents summed)."""
+
+    ids: list[str]
+    labels: list[str]
+    parents: list[str]
+    values: list[int]
+
+
+def module_treemap(snapshot: MemorySnapshot) -> Treemap:
+    leaves: dict[tuple[str, str], int] = {}
+    for block in snapshot.blocks:
+        leaves[(block.module or "(top level)", block.category or "?")] = leaves.get(
+            (block.module or "(top level)", block.category or "?"), 0) + block.bytes
+    totals: dict[str, int] = {}
+    for (module, _), nbytes in leaves.items():
+        parts = module.split(".")
+        for depth in range(1, len(parts) + 1):
+            node = ".".join(parts[:depth])
+            totals[node] = totals.get(node, 0) + nbytes
+    root = f"{snapshot.device} ({snapshot.reason}, step {snapshot.step})"
+    ids, labels, parents, values = [root], [root], [""], [sum(totals[n] for n in totals if "." not in n)]
+    for node in sorted(totals):
+        ids.append(node)
+        labels.append(node.rsplit(".", 1)[-1])
+        parents.append(node.rsplit(".", 1)[0] if "." in node else root)
+        values.append(totals[node])
+    for (module, category), nbytes in sorted(leaves.items()):
+        ids.append(f"{module}|{category}")
+        labels.append(category)
+        parents.append(module)
+        values.append(nbytes)
+    return Treemap(ids, labels, parents, values)

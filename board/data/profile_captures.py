@@ -1,0 +1,105 @@
+"""Profile captures in a log directory (flowscope's and torch.profiler's), loaded into columns with a small cache."""
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from board.data.discovery import ROOT_RUN
+from instrumentation.format import trace as fmt
+from instrumentation.format.trace_columns import TraceColumns, columns_from_trace
+
+CACHED_TRACES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """One trace file. ``key`` identifies it in the UI; files are only ever found through ``find_captures``."""
+
+    run: str         # relative path of the run directory ("." for the log directory itself)
+    capture_id: str  # flowscope: the capture directory's name; torch: the file name
+    path: Path
+    source: str      # "flowscope" | "torch"
+    size_bytes: int
+    mtime: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.run}\x1f{self.capture_id}\x1f{self.path.name}"
+
+    @property
+    def label(self) -> str:
+        suffix = "" if self.source == "flowscope" else " (torch.profiler)"
+        return f"{self.run} · {self.capture_id}{suffix}"
+
+
+def find_captures(logdir: Path) -> dict[str, Capture]:
+    """Every capture under ``logdir`` by key, newest first. Links leading outside the log directory are skipped."""
+    root = Path(logdir).resolve()
+    found: list[Capture] = []
+    if not root.is_dir():
+        return {}
+    for directory, subdirectories, files in os.walk(root, followlinks=False):
+        here = Path(directory)
+        for name in files:
+            if not fmt.is_trace_file(name):
+                continue
+            path = here / name
+            try:
+                stat = path.stat()
+                if not path.resolve().is_relative_to(root):
+                    continue
+            except OSError:
+                continue
+            if name.endswith(fmt.TRACE_SUFFIX) and fmt.is_capture_id(here.name) and here.parent.name == "profile" \
+                    and here.parent.parent.name == "plugins":
+                run_dir, capture_id, source = here.parent.parent.parent, here.name, "flowscope"
+            elif name.endswith(fmt.TORCH_TRACE_SUFFIXES):
+                run_dir, capture_id, source = here, name, "torch"
+            else:
+                continue
+            run = run_dir.relative_to(root).as_posix()
+            found.append(Capture(ROOT_RUN if run == "." else run, capture_id, path, source, stat.st_size, stat.st_mtime))
+    found.sort(key=lambda c: (-c.mtime, c.run, c.capture_id))
+    return {capture.key: capture for capture in found}
+
+
+class TraceCache:
+    """The last few parsed captures, keyed by path, size and mtime (a rewritten file is parsed again)."""
+
+    def __init__(self, size: int = CACHED_TRACES) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[str, int, float], TraceColumns] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, capture: Capture) -> TraceColumns:
+        key = (str(capture.path), capture.size_bytes, capture.mtime)
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+        columns = columns_from_trace(fmt.read_trace(capture.path))
+        with self._lock:
+            self._entries[key] = columns
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return columns
+
+
+class CaptureRequestsDisabled(PermissionError):
+    """The board may not write into the log directory (``--read-only``, or no token on a non-loopback host)."""
+
+
+def request_capture(run_dirs: dict[str, Path], run: str, steps: int, allowed: bool) -> fmt.CaptureRequest:
+    """The Capture button: ask the process writing ``run`` for ``steps`` steps.
+
+    ``run`` is looked up among the known run directories (never joined onto a path); the only file written is
+    ``<run>/plugins/profile/capture_request.json`` (see ``instrumentation.format.trace``)."""
+    if not allowed:
+        raise CaptureRequestsDisabled("this board is read-only: capture requests are disabled")
+    run_dir = run_dirs.get(run)
+    if run_dir is None:
+        raise KeyError(f"unknown run {run!r}")
+    return fmt.write_capture_request(run_dir, int(steps))

@@ -1,0 +1,50 @@
+"""Alerts: every run's diagnostics (exploding/vanishing gradients, dead units, NaN origin, …) in one table."""
+from __future__ import annotations
+
+import dash
+from dash import Dash, Input, Output, dcc, html
+
+from board.components.dynamics_alerts_table import all_alerts_table
+from board.components.empty_state import empty_state
+from board.context import board_context
+from board.data.alerts import SEVERITIES, AlertFilter, alert_index
+from instrumentation.format.alerts import KINDS
+
+dash.register_page(__name__, path="/alerts", name="Alerts", order=4, title="flowscope · alerts")
+
+
+def _kind_options() -> list[str]:
+    index = alert_index(board_context().store)
+    index.refresh()
+    return sorted(set(KINDS) | set(index.kinds()))
+
+
+def layout(**_query: str) -> html.Div:
+    context = board_context()
+    return html.Div([
+        html.H2("Alerts"),
+        empty_state(context.store, "alerts") or html.Div(),
+        html.Div(className="fs-controls", children=[
+            html.Label("kind", htmlFor="alerts-kind"),
+            dcc.Dropdown(id="alerts-kind", options=_kind_options(), value=[], multi=True, placeholder="every kind",
+                         style={"minWidth": "22em"}),
+            html.Label("severity", htmlFor="alerts-severity"),
+            dcc.Dropdown(id="alerts-severity", options=list(SEVERITIES), value=[], multi=True,
+                         placeholder="every severity", style={"minWidth": "14em"}),
+        ]),
+        html.Div(id="alerts-content", children=_content([], [])),
+        dcc.Interval(id="alerts-poll", interval=context.config.browser_poll_ms),
+    ])
+
+
+def _content(kinds: list[str], severities: list[str]) -> html.Div | html.Table:
+    store = board_context().store
+    selection = AlertFilter(kinds=tuple(kinds or ()), severities=tuple(severities or ()))
+    return all_alerts_table(alert_index(store).alerts(selection))
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(Output("alerts-content", "children"), Input("alerts-kind", "value"),
+                  Input("alerts-severity", "value"), Input("alerts-poll", "n_intervals"), prevent_initial_call=True)
+    def _refresh(kinds: list[str], severities: list[str], _ticks: int | None):
+        return _content(kinds, severities)

@@ -1,0 +1,158 @@
+"""Profile: captures of a run, step-time breakdown, top ops, one step's timeline, raw trace download, Capture."""
+from __future__ import annotations
+
+import dash
+from dash import Dash, Input, Output, State, dcc, html, no_update
+
+from board.components.profile_figures import breakdown_figure, timeline_figure
+from board.components.profile_table import COLUMNS, op_rows, ops_table
+from board.context import board_context
+from board.data.discovery import discover_runs
+from board.data.profile import StepBreakdown, Timeline, step_breakdown, step_timeline, top_ops
+from board.data.profile_captures import Capture, CaptureRequestsDisabled, TraceCache, find_captures, request_capture
+from instrumentation.format import trace as fmt
+from instrumentation.format.trace_columns import TraceColumns
+
+dash.register_page(__name__, path="/profile", name="Profile", order=5, title="flowscope · profile")
+
+_traces = TraceCache()
+DEFAULT_REQUEST_STEPS = 5
+
+
+def _captures() -> dict[str, Capture]:
+    return find_captures(board_context().store.logdir)
+
+
+def _load(key: str | None) -> tuple[Capture | None, TraceColumns | None, str]:
+    capture = _captures().get(key or "")
+    if capture is None:
+        return None, None, "no capture selected" if not key else "that capture is gone"
+    try:
+        return capture, _traces.load(capture), ""
+    except (OSError, ValueError) as error:
+        return capture, None, f"cannot read {capture.path.name}: {error}"
+
+
+def _run_dirs() -> dict:
+    return {name: location.path for name, location in discover_runs(board_context().store.logdir).items()}
+
+
+def layout(**_query: str) -> html.Div:
+    context = board_context()
+    options = [{"label": c.label, "value": c.key} for c in _captures().values()]
+    allowed = context.config.allows_capture_requests
+    runs = sorted(_run_dirs())
+    return html.Div([
+        html.H2("Profile"),
+        html.Div(className="fs-controls", children=[
+            html.Label("capture", htmlFor="profile-capture"),
+            dcc.Dropdown(id="profile-capture", options=options, value=options[0]["value"] if options else None,
+                         clearable=False, placeholder="no capture yet", style={"minWidth": "30em"}),
+            html.Label("group by"),
+            dcc.RadioItems(id="profile-group-by", options=["op", "module", "shape"], value="op", inline=True),
+            html.Button("Download trace", id="profile-download-button"),
+            dcc.Download(id="profile-download"),
+        ]),
+        html.Div(className="fs-controls", children=[
+            html.Label("capture run", htmlFor="profile-request-run"),
+            dcc.Dropdown(id="profile-request-run", options=runs, value=runs[0] if runs else None, clearable=False,
+                         style={"minWidth": "16em"}, disabled=not allowed),
+            dcc.Input(id="profile-request-steps", type="number", min=1, max=fmt.MAX_REQUEST_STEPS, step=1,
+                      value=DEFAULT_REQUEST_STEPS, style={"width": "5em"}, disabled=not allowed),
+            html.Label("steps"),
+            html.Button("Capture", id="profile-capture-button", disabled=not allowed,
+                        title="" if allowed else "disabled: the board is read-only (--read-only, or no --token on "
+                                                 "a non-loopback host)"),
+            html.Span(id="profile-capture-status", className="fs-muted",
+                      children="" if allowed else "Capture is disabled: this board is read-only."),
+        ]),
+        html.Div(id="profile-summary", className="fs-muted"),
+        dcc.Graph(id="profile-breakdown", config={"displaylogo": False}),
+        html.H3("Top ops"),
+        ops_table("profile-ops", []),
+        html.Div(className="fs-controls", children=[
+            html.Label("step", htmlFor="profile-step"),
+            dcc.Dropdown(id="profile-step", options=[], value=None, clearable=False, style={"minWidth": "8em"}),
+            html.Span("click a bar above to pick its step; drag on the timeline to zoom", className="fs-muted"),
+        ]),
+        dcc.Graph(id="profile-timeline", config={"displaylogo": False}),
+        dcc.Interval(id="profile-poll", interval=context.config.browser_poll_ms),
+    ])
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(Output("profile-capture", "options"), Output("profile-capture", "value"),
+                  Input("profile-poll", "n_intervals"), State("profile-capture", "options"),
+                  State("profile-capture", "value"), prevent_initial_call=True)
+    def _new_captures(_ticks: int, current: list[dict], value: str | None):
+        options = [{"label": c.label, "value": c.key} for c in _captures().values()]
+        if options == current:
+            return no_update, no_update
+        return options, value if value in {o["value"] for o in options} else (options[0]["value"] if options else None)
+
+    @app.callback(Output("profile-breakdown", "figure"), Output("profile-summary", "children"),
+                  Output("profile-step", "options"), Output("profile-step", "value"),
+                  Input("profile-capture", "value"), Input("profile-breakdown", "clickData"),
+                  State("profile-step", "value"))
+    def _breakdown(key: str | None, click: dict | None, step: int | None):
+        capture, columns, problem = _load(key)
+        if columns is None:
+            return breakdown_figure(StepBreakdown.empty()), problem, [], None
+        breakdown = step_breakdown(columns)
+        steps = breakdown.steps.tolist()
+        if dash.ctx.triggered_id == "profile-breakdown" and click and click.get("points"):
+            chosen = int(click["points"][0]["x"])
+            return no_update, no_update, no_update, chosen if chosen in steps else step
+        summary = (f"{capture.source} trace · {len(columns.ops):,} ops · {len(steps)} steps · "
+                   f"{capture.size_bytes / 1e6:.2f} MB · {capture.path.name}")
+        first = steps[len(steps) // 2] if steps else (int(columns.ops.step.max()) if len(columns.ops) else None)
+        return (breakdown_figure(breakdown, f"step time · {capture.label}"), summary,
+                [{"label": str(s), "value": s} for s in steps], first)
+
+    @app.callback(Output("profile-ops", "data"), Output("profile-ops", "columns"),
+                  Input("profile-capture", "value"), Input("profile-group-by", "value"))
+    def _table(key: str | None, group_by: str):
+        _, columns, _ = _load(key)
+        header = [{"id": k, "name": group_by if k == "key" else name, "type": kind} for k, name, kind in COLUMNS]
+        if columns is None:
+            return [], header
+        return op_rows(top_ops(columns, group_by)), header
+
+    @app.callback(Output("profile-timeline", "figure"), Input("profile-capture", "value"), Input("profile-step", "value"))
+    def _timeline(key: str | None, step: int | None):
+        _, columns, _ = _load(key)
+        if columns is None or step is None:
+            return timeline_figure(Timeline.empty())
+        return timeline_figure(step_timeline(columns, int(step)))
+
+    @app.callback(Output("profile-download", "data"), Input("profile-download-button", "n_clicks"),
+                  State("profile-capture", "value"), prevent_initial_call=True)
+    def _download(_clicks: int, key: str | None):
+        capture = _captures().get(key or "")
+        if capture is None:
+            return no_update
+        run = capture.run.replace("/", "_")
+        return dcc.send_file(str(capture.path), filename=f"{run}_{capture.capture_id}_{capture.path.name}"
+                             if capture.source == "flowscope" else capture.path.name)
+
+    @app.callback(Output("profile-capture-status", "children"), Input("profile-capture-button", "n_clicks"),
+                  Input("profile-poll", "n_intervals"), State("profile-request-run", "value"),
+                  State("profile-request-steps", "value"), prevent_initial_call=True)
+    def _capture(clicks: int | None, _ticks: int | None, run: str | None, steps: int | None):
+        context = board_context()
+        if not context.config.allows_capture_requests:
+            return "Capture is disabled: this board is read-only."
+        run_dirs = _run_dirs()
+        if run is None or run not in run_dirs:
+            return "no run to capture"
+        if dash.ctx.triggered_id == "profile-capture-button" and clicks:
+            try:
+                request = request_capture(run_dirs, run, int(steps or 0), context.config.allows_capture_requests)
+            except (ValueError, KeyError, OSError, CaptureRequestsDisabled) as error:
+                return f"capture request failed: {error}"
+            return f"requested {request.steps} steps of {run}; waiting for the training process…"
+        status = fmt.read_capture_status(run_dirs[run])
+        return {"none": "", "pending": f"requested {status.steps} steps of {run}; waiting for the training process…",
+                "running": f"{run} is recording {status.steps} steps…",
+                "done": f"capture {status.capture_id} of {run} is ready",
+                "failed": f"capture of {run} failed: {status.message}"}.get(status.state, "")

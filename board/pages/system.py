@@ -1,0 +1,56 @@
+"""System: CPU, RSS and per-GPU memory, utilisation, power and temperature, on the step or a time axis."""
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Dash, Input, Output, dcc, html
+
+from board.components.empty_state import empty_state
+from board.components.system_figure import system_figure
+from board.context import board_context
+from board.data.system import GPU_CHARTS, gpus, series, system_runs
+from board.data.views import X_AXES
+
+dash.register_page(__name__, path="/system", name="System", order=6, title="flowscope · system")
+
+
+def layout(**_query: str) -> html.Div:
+    context = board_context()
+    runs = system_runs(context.store)
+    if not runs:
+        note = empty_state(context.store, "system") or html.Div(
+            "No system metrics yet: start instrumentation.SystemSampler(writer) in a training run.", className="fs-empty",
+            id="empty-system")
+        return html.Div([html.H2("System"), note])
+    return html.Div([
+        html.H2("System"),
+        html.Div(className="fs-controls", children=[
+            dcc.Dropdown(id="system-run", options=runs, value=runs[0], clearable=False, style={"minWidth": "20em"}),
+            dcc.RadioItems(id="system-x-axis", options=[{"label": a, "value": a} for a in X_AXES], value="step", inline=True),
+        ]),
+        html.Div(id="system-charts", className="fs-grid2", children=_charts(runs[0], "step")),
+        dcc.Interval(id="system-poll", interval=context.config.browser_poll_ms),
+    ])
+
+
+def _charts(run: str, x_axis: str) -> list[Any]:
+    store = board_context().store
+    charts = []
+    host = [("CPU (process + children)", ["sys/cpu_percent"]), ("RSS (process + children)", ["sys/rss_bytes"])]
+    gpu_charts = [(f"GPU {index} {title}", [f"sys/gpu{index}/{metric}" for metric in metrics])
+                  for index in gpus(store, run) for title, metrics in GPU_CHARTS]
+    for title, tags in host + gpu_charts:
+        lines = [s for tag in tags if (s := series(store, run, tag, x_axis)) is not None]
+        if lines or title.startswith(("CPU", "RSS")):
+            key = title.lower().replace(" ", "-").replace("(", "").replace(")", "").replace("+", "and")
+            charts.append(dcc.Graph(id=f"system-{key}", config={"displaylogo": False},
+                                    figure=system_figure(title, lines, x_axis)))
+    return charts
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(Output("system-charts", "children"), Input("system-run", "value"), Input("system-x-axis", "value"),
+                  Input("system-poll", "n_intervals"), prevent_initial_call=True)
+    def _update(run: str, x_axis: str, _ticks: int):
+        return _charts(run, x_axis)

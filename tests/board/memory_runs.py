@@ -1,0 +1,38 @@
+"""Planted runs for the Memory and System pages: a leak, an OOM and a healthy run, each with system samples."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from board_helpers import REPO
+
+for folder in ("tests/instrumentation/memory", "tests/instrumentation"):
+    if str(REPO / folder) not in sys.path:
+        sys.path.insert(0, str(REPO / folder))
+
+import engine  # noqa: E402
+from engine import hooks, memory  # noqa: E402
+from fake_pynvml import fake_pynvml  # noqa: E402
+from instrumentation import MemoryTracker, SummaryWriter, SystemSampler  # noqa: E402
+from training_loops import train  # noqa: E402
+
+OOM_LIMIT_BYTES = 40_000
+
+
+def write_memory_runs(logdir: Path) -> None:
+    """`leaky` (a hook keeps every fc1 output), `oom` (a 40 kB limit), `healthy`; two fake GPUs sampled each step."""
+    for name, leak, limit in (("leaky", "hook", None), ("oom", "", OOM_LIMIT_BYTES), ("healthy", "", None)):
+        hooks.reset_step(0)
+        with SummaryWriter(logdir / name) as writer:
+            tracker = MemoryTracker(writer)
+            sampler = SystemSampler(writer, nvml=fake_pynvml(gpus=2), start=False, stall_flush_s=1e9)
+            memory.set_limit(limit)
+            try:
+                train(60, leak, on_step=lambda step: sampler.tick())
+            except engine.OutOfMemoryError:
+                pass
+            finally:
+                memory.set_limit(None)
+                sampler.close()
+                tracker.close()
+    hooks.reset_step(0)

@@ -1,0 +1,50 @@
+"""Log directories holding profile captures: a profiled engine run and a torch.profiler export."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import engine
+import instrumentation
+from engine import nn
+from engine.nn import functional as F
+from instrumentation import SummaryWriter
+
+
+def profiled_engine_run(run_dir: Path, steps: int = 6) -> str:
+    """A digits MLP run with event files and one capture of ``steps`` steps; returns the trace path."""
+    engine.manual_seed(0)
+    engine.hooks.reset_step()
+    (x, y), _ = engine.datasets.load_digits(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.1)
+    dataset = engine.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    with SummaryWriter(run_dir) as writer, instrumentation.profile(run_dir) as prof:
+        for step, (xb, yb) in enumerate(dataset):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(engine.tensor(xb)), engine.tensor(yb))
+            loss.backward()
+            optimizer.step()
+            writer.add_scalar("loss", float(loss.item()), step)
+            if step + 1 == steps:
+                break
+    return prof.traces_written[0]
+
+
+def torch_profiler_trace(directory: Path, steps: int = 4) -> Path:
+    """``torch.profiler`` on a small PyTorch MLP, exported with its TensorBoard handler (``*.pt.trace.json``)."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    handler = torch.profiler.tensorboard_trace_handler(str(directory), worker_name="worker0")
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
+                                on_trace_ready=handler, record_shapes=True) as prof:
+        for _ in range(steps + 1):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            prof.step()
+    return next(Path(directory).glob("*.pt.trace.json*"))

@@ -1,0 +1,81 @@
+"""The Profile page's data layer: capture discovery, the capture request guard, breakdown, timeline, torch traces."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from board.config import BoardConfig
+from board.data.profile import BREAKDOWN_PARTS, step_breakdown, step_timeline, top_ops
+from board.data.profile_captures import CaptureRequestsDisabled, TraceCache, find_captures, request_capture
+from instrumentation.format import trace as fmt
+from instrumentation.format.trace_columns import columns_from_trace
+from profile_fixtures import profiled_engine_run, torch_profiler_trace
+
+
+def test_captures_are_found_per_run_and_breakdown_sums_to_step_time(tmp_path: Path) -> None:
+    trace_path = profiled_engine_run(tmp_path / "logs" / "mlp")
+    (tmp_path / "logs" / "mlp" / "notes.trace.json.gz").write_bytes(b"")  # not in a capture directory: ignored
+    captures = find_captures(tmp_path / "logs")
+    assert [(c.run, c.source, str(c.path)) for c in captures.values()] == [("mlp", "flowscope", trace_path)]
+    columns = TraceCache().load(next(iter(captures.values())))
+    breakdown = step_breakdown(columns)
+    assert breakdown.steps.tolist() == [0, 1, 2, 3, 4, 5]
+    total = np.sum([breakdown.parts_ms[p] for p in BREAKDOWN_PARTS], axis=0)
+    assert np.allclose(total, breakdown.step_ms)
+    assert np.all(breakdown.parts_ms["forward"] > 0) and np.all(breakdown.parts_ms["optimizer"] > 0)
+    forward_ops = columns.ops.self_us[(columns.ops.step == 2) & (columns.ops.phase == 0)].sum() / 1e3
+    assert breakdown.parts_ms["forward"][2] == pytest.approx(forward_ops)
+
+
+def test_timeline_lanes_nest_ops_under_modules(tmp_path: Path) -> None:
+    columns = columns_from_trace(fmt.read_trace(profiled_engine_run(tmp_path / "run")))
+    timeline = step_timeline(columns, 3)
+    assert timeline.lanes == ("step", "spans", "module 1", "ops")
+    ops = timeline.lane == timeline.lanes.index("ops")
+    assert ops.sum() == 8 and set(np.array(timeline.kind)[ops]) == {"forward", "backward"}
+    step = timeline.lane == 0
+    assert timeline.start_ms[step].tolist() == [0.0]
+    assert np.all(timeline.start_ms[ops] + timeline.duration_ms[ops] <= timeline.duration_ms[step][0] + 1e-9)
+    modules = np.flatnonzero(timeline.lane == timeline.lanes.index("module 1"))
+    for op in np.flatnonzero(ops):
+        if timeline.detail[op].startswith("(model)"):
+            continue
+        assert any(timeline.start_ms[m] <= timeline.start_ms[op] and timeline.start_ms[op] + timeline.duration_ms[op]
+                   <= timeline.start_ms[m] + timeline.duration_ms[m] + 1e-9 for m in modules)
+
+
+def test_torch_profiler_trace_opens_with_steps_phases_and_shapes(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    path = torch_profiler_trace(tmp_path / "logs" / "torch_run")
+    captures = list(find_captures(tmp_path / "logs").values())
+    assert [(c.run, c.source, c.capture_id) for c in captures] == [("torch_run", "torch", path.name)]
+    columns = TraceCache().load(captures[0])
+    assert columns.source == "torch"
+    assert len(step_breakdown(columns).steps) == 4
+    rows = {row.key: row for row in top_ops(columns, "op")}
+    assert rows["aten::addmm"].calls == 8  # two Linear layers, four steps
+    assert rows["aten::linear"].self_us < rows["aten::linear"].total_us  # addmm runs inside linear
+    phases = {fmt.PHASES[p] for p in columns.ops.phase}
+    assert phases == {"forward", "backward", "optimizer"}
+    assert any(key.startswith("aten::addmm [32x") or key.startswith("aten::addmm [10]") or "aten::addmm [" in key
+               for key in (row.key for row in top_ops(columns, "shape")))
+
+
+def test_capture_requests_only_into_known_runs_and_only_when_allowed(tmp_path: Path) -> None:
+    run_dir = tmp_path / "logs" / "run"
+    run_dir.mkdir(parents=True)
+    run_dirs = {"run": run_dir}
+    request = request_capture(run_dirs, "run", 3, allowed=True)
+    assert fmt.read_capture_status(run_dir).request_id == request.request_id
+    assert sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")) == [
+        "plugins", "plugins/profile", "plugins/profile/capture_request.json"]
+    with pytest.raises(KeyError, match="unknown run '../run'"):
+        request_capture(run_dirs, "../run", 3, allowed=True)
+    with pytest.raises(CaptureRequestsDisabled, match="read-only"):
+        request_capture(run_dirs, "run", 3, allowed=False)
+    assert BoardConfig(logdir=tmp_path).allows_capture_requests
+    assert not BoardConfig(logdir=tmp_path, read_only=True).allows_capture_requests
+    assert not BoardConfig(logdir=tmp_path, host="0.0.0.0").allows_capture_requests
+    assert BoardConfig(logdir=tmp_path, host="0.0.0.0", token="secret").allows_capture_requests
