@@ -10,7 +10,7 @@ from instrumentation.format.memory_snapshot import (AllocatorState, HistoryEntry
 from instrumentation.memory.leak import BYTES, CATEGORY, DEVICE, DTYPE, MODULE, OP, SHAPE, STACK, STEP
 
 
-def allocator_state(device: str, allocated_bytes: int | None = None) -> AllocatorState:
+def allocator_state(device: str, allocated_bytes: int | None = None, peak_bytes: int | None = None) -> AllocatorState:
     """The engine's figures for ``device``. The CPU allocator has no pool, so nothing is reserved beyond what is
     allocated and the whole headroom under the limit is one free block: largest_free_block = limit - allocated
     (None without a limit) and fragmentation 0."""
@@ -18,7 +18,8 @@ def allocator_state(device: str, allocated_bytes: int | None = None) -> Allocato
     allocated = stats.allocated_bytes if allocated_bytes is None else allocated_bytes
     limit = stats.limit_bytes
     largest_free = None if limit is None else max(0, limit - allocated)
-    return AllocatorState(allocated=allocated, reserved=max(stats.reserved_bytes, allocated), peak=stats.peak_bytes,
+    peak = stats.peak_bytes if peak_bytes is None else max(peak_bytes, allocated)
+    return AllocatorState(allocated=allocated, reserved=max(stats.reserved_bytes, allocated), peak=peak,
                           limit=limit, largest_free_block=largest_free, fragmentation=0.0)
 
 
@@ -46,10 +47,11 @@ def history_records(history: Iterable[tuple], origin_ns: int, device: str) -> tu
 
 def build_snapshot(*, device: str, reason: str, step: int, live: dict[int, tuple], history: Iterable[tuple],
                    origin_ns: int, names: dict[int, str] | None = None, requested: Requested | None = None,
-                   allocated_bytes: int | None = None, extra: dict[str, Any] | None = None) -> MemorySnapshot:
+                   allocated_bytes: int | None = None, peak_bytes: int | None = None,
+                   extra: dict[str, Any] | None = None) -> MemorySnapshot:
     ids, blocks = list(live.keys()), list(live.values())
     return MemorySnapshot(device=device, reason=reason, step=step, wall_time=time.time(),
-                          allocator=allocator_state(device, allocated_bytes),
+                          allocator=allocator_state(device, allocated_bytes, peak_bytes),
                           blocks=block_records(blocks, device, names, ids),
                           history=history_records(history, origin_ns, device), requested=requested,
                           extra=dict(extra or {}))

@@ -127,7 +127,8 @@ class MemoryTracker:
         """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
         snapshot = build_snapshot(device=event.device, reason="oom", step=event.step, live=self._live,
                                   history=self._history, origin_ns=self._origin_ns, names=parameter_names(self.model),
-                                  requested=requested_of(event), allocated_bytes=event.allocated_bytes)
+                                  requested=requested_of(event), allocated_bytes=event.allocated_bytes,
+                                  peak_bytes=self._peak(event.device))
         path = self._write(snapshot)
         self.alerts.write(oom_alert(event, snapshot, _capture_id(path)))
         self._flush()
@@ -162,7 +163,7 @@ class MemoryTracker:
         """Write a snapshot of ``device`` now; its path (None if it could not be written, reported once)."""
         return self._write(build_snapshot(device=device, reason=reason, step=hooks.current_step(), live=self._live,
                                           history=self._history, origin_ns=self._origin_ns,
-                                          names=parameter_names(self.model)))
+                                          names=parameter_names(self.model), peak_bytes=self._peak(device)))
 
     def breakdown(self, device: str = "cpu") -> MemoryBreakdown:
         tally = self._tallies.get(device) or _Tally(device, None)
@@ -206,12 +207,18 @@ class MemoryTracker:
         tally.allocated += block[BYTES]
         return tally
 
+    def _peak(self, device: str) -> int | None:
+        """The highest allocated bytes this tracker saw on ``device`` (the engine's own peak spans every run)."""
+        tally = self._tallies.get(device)
+        return tally.record_peak if tally is not None else None
+
     def _write_peak(self, device: str, tally: _Tally) -> None:
         step, allocated, live = tally.pending_peak
         tally.pending_peak = None
         tally.written_peak, tally.written_at = allocated, time.monotonic()
         self._write(build_snapshot(device=device, reason="peak", step=step, live=live, history=self._history,
-                                   origin_ns=self._origin_ns, names=parameter_names(self.model), allocated_bytes=allocated))
+                                   origin_ns=self._origin_ns, names=parameter_names(self.model), allocated_bytes=allocated,
+                                   peak_bytes=allocated))
 
     def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int) -> None:
         window = [entry for entry in self._group_history if entry[0] >= found.steps[0]]
@@ -224,7 +231,8 @@ class MemoryTracker:
         evidence_groups = [g.to_evidence() for g in groups[:LEAK_GROUPS_IN_ALERT]]
         path = self._write(build_snapshot(device=device, reason="leak", step=step, live=self._live,
                                           history=self._history, origin_ns=self._origin_ns,
-                                          names=parameter_names(self.model), extra={"groups": evidence_groups}))
+                                          names=parameter_names(self.model), peak_bytes=self._peak(device),
+                                          extra={"groups": evidence_groups}))
         message = f"live memory on {device} grows {memory.format_bytes(found.slope)}/step over steps {found.steps[0]}–{found.steps[-1]}"
         subject = device
         if groups:
