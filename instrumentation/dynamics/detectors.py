@@ -72,7 +72,7 @@ class DynamicsRules:
                 if episode is not None:
                     alerts.append(Alert(kind, severity, name,
                                         f"{name}: update ratio ‖Δw‖/‖w‖ {ratio:.3g} (gradient norm {grad_norm:.3g}), "
-                                        f"{episode.checks} checks since step {episode.first_step} "
+                                        f"{episode.checks} check(s) since step {episode.first_step} "
                                         + verdict.format(threshold=threshold), step,
                                         evidence={"update_ratios": episode.values, "grad_norm": grad_norm,
                                                   "first_step": episode.first_step, "threshold": threshold}))
@@ -86,7 +86,7 @@ class DynamicsRules:
             return []
         return [Alert("dead_units", "warning", layer,
                       f"{layer}: {dead_fraction:.0%} of its units were never positive over a batch, for "
-                      f"{episode.checks} checks since step {episode.first_step} (threshold {t.dead_fraction:.0%})",
+                      f"{episode.checks} check(s) since step {episode.first_step} (threshold {t.dead_fraction:.0%})",
                       step, evidence={"dead_fractions": episode.values, "first_step": episode.first_step,
                                       "threshold": t.dead_fraction})]
 
