@@ -26,8 +26,8 @@ def graph_has(page: Page, graph_id: str, condition: str) -> None:
 
 def test_profile_page_shows_a_capture_and_a_torch_trace(page: Page, tmp_path: Path, serve_board) -> None:
     logdir = tmp_path / "logs"
-    profiled_engine_run(logdir / "mlp")
     torch_profiler_trace(logdir / "torch_run")
+    profiled_engine_run(logdir / "mlp")  # the newest capture: selected first
     board = serve_board(logdir)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -48,6 +48,7 @@ def test_profile_page_shows_a_capture_and_a_torch_trace(page: Page, tmp_path: Pa
     page.eval_on_selector("#profile-timeline .js-plotly-plot", "gd => Plotly.relayout(gd, {'xaxis.range': [0, 0.05]})")
     page.wait_for_function("() => document.querySelector('#profile-timeline .js-plotly-plot').layout.xaxis.range[1] === 0.05")
 
+    page.click("#profile-group-by label:has-text('op')")
     page.click("#profile-capture")
     page.click("text=torch_run · worker0")
     expect(page.locator("#profile-summary")).to_contain_text("torch trace")
