@@ -18,7 +18,7 @@ class LeakSettings:
 
     warmup_steps: int = 10
     window_steps: int = 30
-    check_every_steps: int = 5
+    check_every_steps: int = 10
     min_bytes_per_step: float = 1.0
     min_z: float = 4.0
 
@@ -80,27 +80,26 @@ def group_key(block: tuple) -> tuple:
     return (block[DEVICE], block[STACK], block[OP], block[MODULE], block[SHAPE], block[DTYPE], block[CATEGORY])
 
 
-def attribute(history: list[tuple[int, dict[tuple, int], dict[tuple, int]]], device: str,
-              min_z: float) -> list[LeakGroup]:
-    """Groups of ``device`` whose live bytes grow with the step over ``history`` (one (step, bytes by group, count by
-    group) per step end of the window): a Theil–Sen slope > 0 that holds in the window's last third and a monotone
+def attribute(history: list[tuple[int, dict[tuple, tuple[int, int]]]], device: str, min_z: float) -> list[LeakGroup]:
+    """Groups of ``device`` whose live bytes grow with the step over ``history`` (one (step, group → (live bytes, live
+    blocks)) per step end of the window): a Theil–Sen slope > 0 that holds in the window's last third and a monotone
     trend (Mann–Kendall z >= ``min_z``). A bounded buffer of recent steps or this step's activations is flat at step
     ends and is not reported. Largest bytes per step first."""
     if len(history) < 3:
         return []
-    steps = [step for step, _, _ in history]
-    _, last_bytes, last_counts = history[-1]
+    steps = [step for step, _ in history]
+    _, last = history[-1]
     found = []
-    for key, live_bytes in last_bytes.items():
+    for key, (live_bytes, live_count) in last.items():
         if key[0] != device or live_bytes <= 0:
             continue
-        curve = trend(steps, [by_group.get(key, 0) for _, by_group, _ in history])
+        curve = trend(steps, [groups.get(key, (0, 0))[0] for _, groups in history])
         if not curve.is_growth(1.0, min_z):
             continue
-        counts = trend(steps, [by_group.get(key, 0) for _, _, by_group in history])
+        counts = trend(steps, [groups.get(key, (0, 0))[1] for _, groups in history])
         _, stack, op, module, shape, dtype, category = key
         found.append(LeakGroup(stack[0] if stack else "(no user frame)", stack, op, module, shape, dtype, category,
-                               curve.slope, counts.slope, last_counts.get(key, 0), live_bytes))
+                               curve.slope, counts.slope, live_count, live_bytes))
     found.sort(key=lambda g: (-g.bytes_per_step, g.site))
     return found
 

@@ -11,7 +11,7 @@ from engine import hooks, memory
 from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
 from instrumentation.memory.host import HostMemoryWatch
-from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, KEY, MODULE, LeakSettings, TrendWindow, attribute,
+from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, KEY, MODULE, OP, LeakSettings, TrendWindow, attribute,
                                          group_key, likely_cause)
 from instrumentation.memory.oom import oom_alert, requested_of
 from instrumentation.memory.snapshot import build_snapshot, parameter_names
@@ -56,18 +56,22 @@ class MemoryTracker:
     ``stacks.StackRecorder``). ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings of
     the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: a "peak" snapshot is written
     when the all-time peak exceeds the last one written by ``peak_growth`` and that was long enough ago.
-    ``host_rss``: follow the process RSS per step; ``host_attribution``: tracemalloc attribution of its growth."""
+    ``host_rss``: follow the process RSS every ``host_every_steps`` steps (a read of /proc costs ~20 µs; the leak
+    test's warm-up and window then count samples, not steps); ``host_attribution``: tracemalloc attribution."""
 
     def __init__(self, writer: Any, *, history: int = 10_000, stacks: bool = True, stack_depth: int = 4,
                  model: Any = None, leak: LeakSettings | None = LeakSettings(), peak_snapshots: bool = True,
                  peak_snapshot_interval_s: float = 30.0, peak_growth: float = 0.10, host_rss: bool = True,
-                 host_attribution: bool = False) -> None:
+                 host_attribution: bool = False, host_every_steps: int = 4) -> None:
         if history < 0:
             raise ValueError(f"history must be a number of events >= 0, got {history}")
         self.writer, self.run_dir = writer, writer.log_dir
         self.alerts = AlertWriter(self.run_dir)
         self.model, self.leak_settings = model, leak
         self.peak_snapshots, self.peak_snapshot_interval_s, self.peak_growth = peak_snapshots, peak_snapshot_interval_s, peak_growth
+        if host_every_steps < 1:
+            raise ValueError(f"host_every_steps must be >= 1, got {host_every_steps}")
+        self.host_every_steps = host_every_steps
         self.snapshots: list[str] = []  # paths written, oldest first
         self._stacks = StackRecorder(stack_depth) if stacks else None
         self._history: deque[tuple] = deque(maxlen=history)
@@ -75,10 +79,9 @@ class MemoryTracker:
         self._origin_ns = time.perf_counter_ns()
         self._live: dict[int, tuple] = {}
         self._tallies: dict[str, _Tally] = {}
-        # Live bytes and blocks per group (leak.group_key), and their values at the last step ends (leak attribution).
-        self._group_bytes: dict[tuple, int] = {}
-        self._group_counts: dict[tuple, int] = {}
-        self._group_history: deque[tuple[int, dict, dict]] = deque(maxlen=leak.window_steps if leak else 1)
+        # [live bytes, live blocks] per group (leak.group_key), and their values at the last step ends (attribution).
+        self._groups: dict[tuple, list[int]] = {}
+        self._group_history: deque[tuple[int, dict]] = deque(maxlen=leak.window_steps if leak else 1)
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
         self._failures: set[str] = set()
         self._host_alerted = False
@@ -91,37 +94,45 @@ class MemoryTracker:
     # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
     def alloc(self, event: hooks.MemoryEvent) -> None:
         stack = self._stacks.capture(2) if self._stacks is not None else ()
-        device, category, op, module, shape, dtype = (event.device, event.category, event.op, event.module,
-                                                      event.shape, event.dtype)
-        tally = self._add(event.buffer_id, (event.bytes, device, category, op, module, event.step, shape, dtype, stack,
-                                            (device, stack, op, module, shape, dtype, category)))
-        allocated = tally.allocated
+        device, category, op, module, shape, dtype, nbytes, step = (
+            event.device, event.category, event.op, event.module, event.shape, event.dtype, event.bytes, event.step)
+        key = (device, stack, op, module, shape, dtype, category)
+        self._live[event.buffer_id] = (nbytes, device, category, op, module, step, shape, dtype, stack, key)
+        group = self._groups.get(key)
+        if group is None:
+            self._groups[key] = [nbytes, 1]
+        else:
+            group[0] += nbytes
+            group[1] += 1
+        tally = self._tallies.get(device) or self._tally(device)
+        categories = tally.categories
+        categories[category] = categories.get(category, 0) + nbytes
+        allocated = tally.allocated = tally.allocated + nbytes
         if allocated > tally.step_peak:
             tally.step_peak = allocated
-            tally.peak_categories = tally.categories.copy()
+            tally.peak_categories = categories.copy()
             if allocated > tally.record_peak:
                 tally.record_peak = allocated
                 if (self.peak_snapshots and allocated >= tally.written_peak * (1 + self.peak_growth)
                         and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
-                    tally.pending_peak = (event.step, allocated, dict(self._live))
-        self._history_append((event.time_ns, "alloc", event.bytes, event.op, event.step, event.device))
+                    tally.pending_peak = (step, allocated, dict(self._live))
+        self._history_append((event.time_ns, "alloc", nbytes, op, step, device))
 
     def free(self, event: hooks.MemoryEvent) -> None:
         block = self._live.pop(event.buffer_id, None)
         if block is None:
             return
-        tally = self._tallies[block[DEVICE]]
-        nbytes, key = block[BYTES], block[KEY]
+        nbytes, device = block[BYTES], block[DEVICE]
+        tally = self._tallies[device]
         tally.categories[block[CATEGORY]] -= nbytes
         tally.allocated -= nbytes
-        group_bytes, group_counts = self._group_bytes, self._group_counts
-        count = group_counts[key] - 1
-        if count:
-            group_counts[key] = count
-            group_bytes[key] -= nbytes
+        group = self._groups[block[KEY]]
+        if group[1] == 1:
+            del self._groups[block[KEY]]
         else:
-            del group_counts[key], group_bytes[key]
-        self._history_append((event.time_ns, "free", block[BYTES], block[3], event.step, block[DEVICE]))
+            group[0] -= nbytes
+            group[1] -= 1
+        self._history_append((event.time_ns, "free", nbytes, block[OP], event.step, device))
 
     def oom(self, event: hooks.OomEvent) -> None:
         """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
@@ -136,7 +147,7 @@ class MemoryTracker:
     def step_end(self, event: hooks.StepEvent) -> None:
         step, add_scalar = event.step, self.writer.add_scalar
         if self.leak_settings is not None:
-            self._group_history.append((step, self._group_bytes.copy(), self._group_counts.copy()))
+            self._group_history.append((step, {key: (group[0], group[1]) for key, group in self._groups.items()}))
         for device, tally in self._tallies.items():
             prefix = tally.prefix
             add_scalar(prefix + "allocated_bytes", tally.allocated, step)
@@ -152,7 +163,7 @@ class MemoryTracker:
                     self._report_leak(device, tally, found, step)
             if tally.pending_peak is not None:
                 self._write_peak(device, tally)
-        if self._host is not None:
+        if self._host is not None and step % self.host_every_steps == 0:
             rss, found = self._host.observe(step)
             add_scalar("mem/host/rss_bytes", rss, step)
             if found is not None:
@@ -193,19 +204,19 @@ class MemoryTracker:
         self.close()
 
     # --- internals ---------------------------------------------------------------------------------------
-    def _add(self, key: int, block: tuple) -> _Tally:
-        device = block[DEVICE]
-        tally = self._tallies.get(device)
-        if tally is None:
-            tally = self._tallies[device] = _Tally(device, self.leak_settings)
-        self._live[key] = block
-        group = block[KEY]
-        self._group_bytes[group] = self._group_bytes.get(group, 0) + block[BYTES]
-        self._group_counts[group] = self._group_counts.get(group, 0) + 1
-        categories = tally.categories
-        categories[block[CATEGORY]] = categories.get(block[CATEGORY], 0) + block[BYTES]
-        tally.allocated += block[BYTES]
+    def _tally(self, device: str) -> _Tally:
+        tally = self._tallies[device] = _Tally(device, self.leak_settings)
         return tally
+
+    def _add(self, key: int, block: tuple) -> None:
+        """Count a block that existed before the tracker subscribed."""
+        self._live[key] = block
+        group = self._groups.setdefault(block[KEY], [0, 0])
+        group[0] += block[BYTES]
+        group[1] += 1
+        tally = self._tallies.get(block[DEVICE]) or self._tally(block[DEVICE])
+        tally.categories[block[CATEGORY]] = tally.categories.get(block[CATEGORY], 0) + block[BYTES]
+        tally.allocated += block[BYTES]
 
     def _peak(self, device: str) -> int | None:
         """The highest allocated bytes this tracker saw on ``device`` (the engine's own peak spans every run)."""

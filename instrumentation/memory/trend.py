@@ -3,8 +3,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+
+
+@lru_cache(maxsize=16)
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (i, j) of every pair i < j of n points (cached: the window has one size)."""
+    return np.triu_indices(n, k=1)
 
 
 def theil_sen_slope(x: np.ndarray, y: np.ndarray) -> float:
@@ -12,7 +19,7 @@ def theil_sen_slope(x: np.ndarray, y: np.ndarray) -> float:
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     if x.size < 2:
         return 0.0
-    i, j = np.triu_indices(x.size, k=1)
+    i, j = _pairs(x.size)
     dx = x[j] - x[i]
     keep = dx != 0
     if not keep.any():
@@ -26,7 +33,7 @@ def mann_kendall_z(y: np.ndarray) -> float:
     n = y.size
     if n < 3:
         return 0.0
-    i, j = np.triu_indices(n, k=1)
+    i, j = _pairs(n)
     s = float(np.sign(y[j] - y[i]).sum())
     _, counts = np.unique(y, return_counts=True)
     ties = counts[counts > 1].astype(np.float64)

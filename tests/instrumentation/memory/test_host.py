@@ -15,9 +15,9 @@ KEPT_BYTES = 512 * 1024
 def test_host_leak_found_with_tracemalloc_attribution(make_tracker) -> None:
     tracker = make_tracker(host_attribution=True)
     kept: list[np.ndarray] = []
-    line = Path(__file__).read_text().splitlines().index(
-        "    train(60, on_step=lambda step: kept.append(np.ones(KEPT_BYTES // 8)))") + 1
-    train(60, on_step=lambda step: kept.append(np.ones(KEPT_BYTES // 8)))
+    line = next(number for number, text in enumerate(Path(__file__).read_text().splitlines(), start=1)
+                if text.startswith("    train(170, on_step="))
+    train(170, on_step=lambda step: kept.append(np.ones(KEPT_BYTES // 8)))  # RSS is read every 4th step
     alerts = [a for a in AlertReader(Path(tracker.run_dir) / ALERTS_RELPATH).read() if a.kind == "leak"]
     assert [a.subject for a in alerts] == ["host RSS"]
     evidence = alerts[0].evidence
@@ -30,6 +30,6 @@ def test_host_leak_found_with_tracemalloc_attribution(make_tracker) -> None:
 
 def test_engine_leak_is_not_reported_twice_as_host_growth(make_tracker) -> None:
     tracker = make_tracker()
-    train(60, "prefetch")
+    train(170, "prefetch")
     alerts = [a for a in AlertReader(Path(tracker.run_dir) / ALERTS_RELPATH).read() if a.kind == "leak"]
     assert [a.evidence["device"] for a in alerts] == ["cpu"]
