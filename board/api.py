@@ -53,6 +53,7 @@ def runs() -> Response:
         "logdir": str(store.logdir),
         "logdir_exists": store.logdir_exists,
         "loaded": store.refreshes > 0,
+        "first_load_seconds": store.first_load_seconds,
         "runs": [asdict(summary) for summary in store.runs()],
     })
 

@@ -58,6 +58,7 @@ class LogdirStore:
         self._thread: threading.Thread | None = None
         self.refreshes = 0  # completed passes over the log directory
         self.last_refresh_seconds: float | None = None
+        self.first_load_seconds: float | None = None  # the first pass: opening the directory
 
     # ---- refreshing -----------------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -84,8 +85,10 @@ class LogdirStore:
             with self._lock:
                 self._runs[name] = run
                 self._summaries[name] = summary
-        self.refreshes += 1
         self.last_refresh_seconds = time.perf_counter() - started
+        if self.refreshes == 0:
+            self.first_load_seconds = self.last_refresh_seconds
+        self.refreshes += 1
 
     def _decode_in_workers(self, new_runs: list[RunLocation]) -> None:
         """Decode large new runs into the cache in worker processes, then let this pass map their results.
@@ -96,9 +99,10 @@ class LogdirStore:
         if self.cache_root is None or self.workers < 1 or not new_runs:
             return
         sizes = {run.name: _unread_bytes(run, self.cache_root, self.logdir) for run in new_runs}
+        sizes = {name: size for name, size in sizes.items() if size > 0}  # the rest is mapped from the cache
         if sum(sizes.values()) < PARALLEL_MIN_BYTES:
             return
-        groups: list[list[str]] = [[] for _ in range(min(self.workers, len(new_runs)))]
+        groups: list[list[str]] = [[] for _ in range(min(self.workers, len(sizes)))]
         loads = [0] * len(groups)
         for name in sorted(sizes, key=sizes.__getitem__, reverse=True):  # largest first onto the lightest worker
             lightest = loads.index(min(loads))
