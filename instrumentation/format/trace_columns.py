@@ -65,15 +65,12 @@ class TraceColumns:
     source: str  # "flowscope" | "torch" | "chrome"
 
 
-class _Codes(dict):
-    def code(self, value: str) -> int:
-        found = self.get(value)
-        if found is None:
-            found = self[value] = len(self)
-        return found
-
-    def strings(self) -> tuple[str, ...]:
-        return tuple(self)
+def _codes(values: list[str], first: tuple[str, ...] = ()) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Factorize strings: int32 codes and the distinct values (``first`` ones get the lowest codes)."""
+    table = {value: i for i, value in enumerate(first)}
+    for value in set(values).difference(table):
+        table[value] = len(table)
+    return np.array(list(map(table.__getitem__, values)), dtype=np.int32), tuple(table)
 
 
 def columns_from_trace(trace: dict[str, Any]) -> TraceColumns:
@@ -85,12 +82,22 @@ def columns_from_trace(trace: dict[str, Any]) -> TraceColumns:
     complete = [e for e in events if type(e) is dict and e.get("ph") == "X"]
     ops, spans = _split(complete, source)
     counters = [e for e in events if type(e) is dict and e.get("ph") == "C" and e.get("name") == fmt.COUNTER_MEMORY]
-    memory_ts = np.array([float(e.get("ts", 0.0)) for e in counters], dtype=np.float64)
-    memory_bytes = np.array([sum(v for k, v in (e.get("args") or _EMPTY).items() if k.endswith(".allocated"))
-                             for e in counters], dtype=np.int64)
+    memory_ts = np.array([e.get("ts", 0.0) for e in counters], dtype=np.float64)
+    memory_bytes = _allocated_bytes([e.get("args") or _EMPTY for e in counters])
     span_columns = _span_columns(spans)
     op_columns = _op_columns(ops, span_columns)
     return TraceColumns(op_columns, span_columns, memory_ts, memory_bytes, metadata, source)
+
+
+def _allocated_bytes(args: list[dict]) -> np.ndarray:
+    """Per counter sample, the ``<device>.allocated`` values summed over devices."""
+    keys = sorted({key for a in args[:1] + args[-1:] for key in a if key.endswith(".allocated")})
+    total = np.zeros(len(args), dtype=np.int64)
+    for key in keys:
+        total += np.array([a.get(key, 0) for a in args], dtype=np.int64)
+    if any(len(a) != 2 * len(keys) for a in args[:: max(1, len(args) // 64)]):  # devices vary: the general path
+        total = np.array([sum(v for k, v in a.items() if k.endswith(".allocated")) for a in args], dtype=np.int64)
+    return total
 
 
 def _split(complete: list[dict], source: str) -> tuple[list[dict], list[tuple[int, str, dict]]]:
@@ -122,22 +129,15 @@ def _span_columns(spans: list[tuple[int, str, dict]]) -> SpanColumns:
     ts = np.array([float(e.get("ts", 0.0)) for _, _, e in spans], dtype=np.float64)
     dur = np.array([float(e.get("dur", 0.0)) for _, _, e in spans], dtype=np.float64)
     names = tuple(n for _, n, _ in spans)
-    step = np.array([_step_of_span(c, n, e) for c, n, e in spans], dtype=np.int64)
+    step = np.array([(e.get("args") or _EMPTY).get(fmt.ARG_STEP, -1) for _, _, e in spans], dtype=np.int64)
+    for i in np.flatnonzero((step < 0) & (category == 0)).tolist():  # torch: "ProfilerStep#7" -> "step 7"
+        number = names[i][5:]
+        step[i] = int(number) if number.isdigit() else -1
     columns = SpanColumns(category, names, ts, dur, step)
     unknown = step < 0
     if unknown.any():
         step[unknown] = _steps_at(columns, ts[unknown])
     return columns
-
-
-def _step_of_span(category: int, name: str, event: dict) -> int:
-    if category == 0 and name.startswith("step "):
-        try:
-            return int(name[5:])
-        except ValueError:
-            return -1
-    value = (event.get("args") or _EMPTY).get(fmt.ARG_STEP)
-    return int(value) if isinstance(value, (int, float)) else -1
 
 
 def _steps_at(spans: SpanColumns, ts_us: np.ndarray) -> np.ndarray:
@@ -153,17 +153,15 @@ def _steps_at(spans: SpanColumns, ts_us: np.ndarray) -> np.ndarray:
 
 
 def _op_columns(ops: list[dict], spans: SpanColumns) -> OpColumns:
-    names, modules, shapes = _Codes(), _Codes(), _Codes()
-    modules.code("")
     args = [e.get("args") or _EMPTY for e in ops]
-    name_codes = np.array([names.code(str(e.get("name", ""))) for e in ops], dtype=np.int32)
+    name_codes, names = _codes([str(e.get("name", "")) for e in ops])
     kernel_cats = _TORCH_KERNEL_CATS | {fmt.CAT_KERNEL}
     category = np.array([e.get("cat") in kernel_cats for e in ops], dtype=np.int8)
     ts = np.array([e.get("ts", 0.0) for e in ops], dtype=np.float64)
     dur = np.array([e.get("dur", 0.0) for e in ops], dtype=np.float64)
     tid = np.array([e.get("tid", 0) if type(e.get("tid", 0)) is int else hash(e.get("tid")) for e in ops], dtype=np.int64)
-    module = np.array([modules.code(a.get(fmt.ARG_MODULE) or "") for a in args], dtype=np.int32)
-    shape_codes = np.array([shapes.code(_shape_text(a)) for a in args], dtype=np.int32)
+    module, modules = _codes([a.get(fmt.ARG_MODULE) or "" for a in args], first=("",))
+    shapes, shape_strings = _codes([_shape_text(a) for a in args])
     nbytes = np.array([a.get(fmt.ARG_BYTES) or 0 for a in args], dtype=np.int64)
     flops = np.array([a.get(fmt.ARG_FLOPS, np.nan) for a in args], dtype=np.float64)
     phase_index = {p: i for i, p in enumerate(fmt.PHASES)}
@@ -172,14 +170,14 @@ def _op_columns(ops: list[dict], spans: SpanColumns) -> OpColumns:
     if len(ops) and (step < 0).any():
         step = np.where(step < 0, _steps_at(spans, ts), step)
     if len(ops) and (phase < 0).any():
-        phase = np.where(phase < 0, _torch_phase(names.strings(), name_codes, ts, spans), phase).astype(np.int8)
-    return OpColumns(name_codes, names.strings(), category, ts, dur, _self_times(ts, dur, tid), tid, step, module,
-                     modules.strings(), phase, shape_codes, shapes.strings(), nbytes, flops)
+        phase = np.where(phase < 0, _torch_phase(names, name_codes, ts, spans), phase).astype(np.int8)
+    return OpColumns(name_codes, names, category, ts, dur, _self_times(ts, dur, tid), tid, step, module, modules,
+                     phase, shapes, shape_strings, nbytes, flops)
 
 
 def _shape_text(args: dict) -> str:
     value = args.get(fmt.ARG_SHAPES)
-    if isinstance(value, str):
+    if type(value) is str:
         return value
     dims = args.get("Input Dims")  # torch.profiler with record_shapes=True
     if isinstance(dims, list):

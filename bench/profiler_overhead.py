@@ -1,0 +1,203 @@
+"""Profiler cost: digits-MLP step time with the profiler off / recording vs torch.profiler on the same PyTorch MLP,
+trace bytes per step, and the time the Profile page needs to open a 1M-event trace with its top-ops table.
+
+Run ``python bench/profiler_overhead.py [--repeats 7] [--steps 200] [--events 1000000]``. Everything runs in one
+process; repeats are interleaved (off, recording, torch off, torch profiler, ...) and medians reported.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import engine  # noqa: E402
+import instrumentation  # noqa: E402
+from engine import hooks, nn  # noqa: E402
+from engine.nn import functional as F  # noqa: E402
+from instrumentation.format import trace as fmt  # noqa: E402
+
+BATCH = 32
+TARGET_RATIO = 1.10
+TARGET_OPEN_S = 3.0
+
+
+def engine_step() -> Callable[[], None]:
+    engine.manual_seed(0)
+    (x, y), _ = engine.datasets.load_digits(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    optimizer = engine.optim.Adam(model.parameters(), lr=1e-3)
+    x_t, y_t = engine.tensor(x[:BATCH]), engine.tensor(y[:BATCH])
+
+    def step() -> None:
+        hooks.mark_step_begin()
+        optimizer.zero_grad()
+        F.cross_entropy(model(x_t), y_t).backward()
+        optimizer.step()
+    return step
+
+
+def torch_step(torch: Any) -> Callable[[], None]:
+    torch.manual_seed(0)
+    (x, y), _ = engine.datasets.load_digits(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x_t, y_t = torch.from_numpy(x[:BATCH]), torch.from_numpy(y[:BATCH])
+
+    def step() -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x_t), y_t).backward()
+        optimizer.step()
+    return step
+
+
+def timed_ms(step: Callable[[], None], steps: int, around: Callable[[], Any] | None = None,
+             after_step: Callable[[Any], None] | None = None) -> float:
+    """ms per step; ``around()`` gives a context manager entered outside the timed loop (its exit is not timed)."""
+    context = around() if around is not None else None
+    handle = context.__enter__() if context is not None else None
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+        if after_step is not None:
+            after_step(handle)
+    elapsed = time.perf_counter() - start
+    if context is not None:
+        context.__exit__(None, None, None)
+    return elapsed * 1e3 / steps
+
+
+def step_ratios(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]]:
+    import torch
+
+    torch.set_num_threads(1)  # NOTE: tiny matrices; more threads only add contention on a shared machine
+
+    ours, theirs = engine_step(), torch_step(torch)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    torch_profiler = lambda: torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True)  # noqa: E731
+    holder: dict[str, Any] = {}
+
+    def profiling() -> Any:
+        holder["prof"] = instrumentation.profile()
+        return holder["prof"]
+    for _ in range(args.warmup):
+        ours(), theirs()
+    runs: dict[str, list[float]] = {"engine off": [], "engine recording": [], "torch off": [], "torch.profiler": []}
+    for _ in range(args.repeats):
+        runs["engine off"].append(timed_ms(ours, args.steps))
+        runs["engine recording"].append(timed_ms(ours, args.steps, profiling))
+        runs["torch off"].append(timed_ms(theirs, args.steps))
+        runs["torch.profiler"].append(timed_ms(theirs, args.steps, torch_profiler))
+    medians = {name: statistics.median(values) for name, values in runs.items()}
+    with tempfile.TemporaryDirectory() as directory:
+        with instrumentation.profile(directory) as prof:
+            for _ in range(args.steps):
+                ours()
+        trace_bytes = os.path.getsize(prof.traces_written[0])
+        events = len(prof.last_trace["traceEvents"])
+    return medians, {"trace_bytes_per_step": trace_bytes / args.steps, "events_per_step": events / args.steps,
+                     "sample_trace": prof.last_trace}
+
+
+def big_trace(sample: dict[str, Any], events: int) -> dict[str, Any]:
+    """``events`` events in the real layout: the sample capture's ops and spans repeated, shifted in time and step."""
+    source = [e for e in sample["traceEvents"] if e.get("ph") in ("X", "C")]
+    period_us = max(e["ts"] + e.get("dur", 0.0) for e in source) + 1.0
+    steps = len(sample["metadata"]["steps"]) or 1
+    out: list[dict[str, Any]] = [e for e in sample["traceEvents"] if e.get("ph") == "M"]
+    copy = 0
+    while len(out) < events:
+        shift, step_shift = copy * period_us, copy * steps
+        for event in source:
+            clone = dict(event, ts=event["ts"] + shift)
+            if "step" in event.get("args", {}):
+                clone["args"] = dict(event["args"], step=event["args"]["step"] + step_shift)
+            if event.get("cat") == "step":
+                clone["name"] = f"step {clone['args']['step']}"
+            out.append(clone)
+        copy += 1
+    return {"traceEvents": out[:events], "displayTimeUnit": "ms", "metadata": sample["metadata"]}
+
+
+def open_big_trace(sample: dict[str, Any], events: int) -> dict[str, float]:
+    from board.data.profile import step_breakdown, top_ops
+    from board.data.profile_captures import TraceCache, find_captures
+    from instrumentation.format import trace as trace_format
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = fmt.write_trace(Path(fmt.new_capture_dir(directory)) / fmt.trace_file_name(), big_trace(sample, events))
+        del path
+        gc.collect()
+        timings = {}
+        start = time.perf_counter()
+        capture = next(iter(find_captures(Path(directory)).values()))
+        columns = TraceCache().load(capture)
+        rows = top_ops(columns, "op")
+        timings["open + top-ops table (s)"] = time.perf_counter() - start
+        start = time.perf_counter()
+        step_breakdown(columns)
+        timings["step breakdown (s)"] = time.perf_counter() - start
+        timings["trace MiB (gzip)"] = capture.size_bytes / 2**20
+        start = time.perf_counter()
+        trace_format.read_trace(capture.path)
+        timings["of which gunzip + JSON parse (s)"] = time.perf_counter() - start
+        raw = json.dumps(big_trace(sample, events)).encode()
+        start = time.perf_counter()
+        gc.disable()
+        json.loads(raw)
+        gc.enable()
+        timings["stdlib json.loads alone, for comparison (s)"] = time.perf_counter() - start
+        assert rows and rows[0].calls > 0
+    return timings
+
+
+def single_threaded_blas() -> Any:
+    try:
+        import threadpoolctl
+    except ImportError:
+        return None
+    return threadpoolctl.threadpool_limits(1)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    args = parser.parse_args()
+    limits = single_threaded_blas()  # noqa: F841 - kept alive for the whole run
+    load = os.getloadavg()[0]
+    print(f"# profiler overhead (1 BLAS/torch thread): digits MLP 64-128-10, batch {BATCH}, {args.steps} steps x {args.repeats} interleaved "
+          f"repeats (load average {load:.1f} on {os.cpu_count()} CPUs)")
+    medians, extra = step_ratios(args)
+    print(f"{'configuration':<22} {'ms/step':>9} {'ratio':>7}")
+    for name, value in medians.items():
+        base = medians["engine off"] if name.startswith("engine") else medians["torch off"]
+        print(f"{name:<22} {value:>9.3f} {value / base:>7.2f}x")
+    ours = medians["engine recording"] / medians["engine off"]
+    theirs = medians["torch.profiler"] / medians["torch off"]
+    verdict = "meets" if ours <= TARGET_RATIO and ours <= theirs else "MISSES"
+    print(f"recording ratio {ours:.2f}x vs target <= {TARGET_RATIO:.2f}x and <= torch.profiler's {theirs:.2f}x: {verdict}")
+    print(f"trace bytes per step (gzip): {extra['trace_bytes_per_step']:.0f}; events per step: {extra['events_per_step']:.0f}")
+    print(f"# opening a {args.events:,}-event trace (orjson {'on' if fmt._orjson is not None else 'off'})")
+    timings = open_big_trace(extra["sample_trace"], args.events)
+    for name, value in timings.items():
+        print(f"{name:<44} {value:>8.2f}")
+    verdict = "meets" if timings["open + top-ops table (s)"] <= TARGET_OPEN_S else "MISSES"
+    print(f"open + top-ops table vs target <= {TARGET_OPEN_S:.0f} s: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
