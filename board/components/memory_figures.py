@@ -25,7 +25,9 @@ def timeline_figure(timeline: MemoryTimeline, title: str) -> dict[str, Any]:
     data.append({"type": "scatter", "mode": "lines", "name": "allocated", "x": steps, "y": timeline.allocated.tolist(),
                  "line": {"color": "#222", "width": 1.5, "dash": "dot"},
                  "hovertemplate": "allocated at step end<br>step %{x}: %{y:,.0f} B<extra></extra>"})
-    return _layout(data, title, "step", annotations=[] if steps else [_note("no mem/ scalars yet")])
+    figure = _layout(data, title, "step", annotations=[] if steps else [_note("no mem/ scalars yet")])
+    figure["layout"]["uirevision"] = title  # live updates keep the user's zoom
+    return figure
 
 
 def leak_evidence_figure(evidence: dict[str, Any], title: str) -> dict[str, Any]:

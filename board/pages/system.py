@@ -4,12 +4,13 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from board.components.empty_state import empty_state
 from board.components.system_figure import system_figure
 from board.context import board_context
 from board.data.system import GPU_CHARTS, gpus, series, system_runs
+from board.data.store import UnknownSeries
 from board.data.views import X_AXES
 
 dash.register_page(__name__, path="/system", name="System", order=6, title="flowscope · system")
@@ -30,6 +31,7 @@ def layout(**_query: str) -> html.Div:
             dcc.RadioItems(id="system-x-axis", options=[{"label": a, "value": a} for a in X_AXES], value="step", inline=True),
         ]),
         html.Div(id="system-charts", className="fs-grid2", children=_charts(runs[0], "step")),
+        dcc.Store(id="system-version", data=_version(runs[0])),
         dcc.Interval(id="system-poll", interval=context.config.browser_poll_ms),
     ])
 
@@ -49,8 +51,22 @@ def _charts(run: str, x_axis: str) -> list[Any]:
     return charts
 
 
+def _version(run: str) -> list:
+    """(tag, revision, length) of the run's `sys/` series: the charts are rebuilt only when this changes."""
+    store = board_context().store
+    try:
+        tags = [t for t in store.scalar_tags(run) if t.startswith("sys/")]
+    except UnknownSeries:
+        return []
+    return [[tag, *store.scalar_version(run, tag)] for tag in tags]
+
+
 def register_callbacks(app: Dash) -> None:
-    @app.callback(Output("system-charts", "children"), Input("system-run", "value"), Input("system-x-axis", "value"),
-                  Input("system-poll", "n_intervals"), prevent_initial_call=True)
-    def _update(run: str, x_axis: str, _ticks: int):
-        return _charts(run, x_axis)
+    @app.callback(Output("system-charts", "children"), Output("system-version", "data"), Input("system-run", "value"),
+                  Input("system-x-axis", "value"), Input("system-poll", "n_intervals"), State("system-version", "data"),
+                  prevent_initial_call=True)
+    def _update(run: str, x_axis: str, _ticks: int, shown: list | None):
+        version = _version(run)
+        if dash.ctx.triggered_id == "system-poll" and version == shown:
+            return no_update, no_update  # nothing new: keep the charts (and the user's zoom) as they are
+        return _charts(run, x_axis), version
