@@ -75,6 +75,11 @@ def _codes(values: list[str], first: tuple[str, ...] = ()) -> tuple[np.ndarray, 
 
 def columns_from_trace(trace: dict[str, Any]) -> TraceColumns:
     """Typed columns from a loaded trace; unknown event kinds are skipped."""
+    with fmt.gc_paused():
+        return _columns(trace)
+
+
+def _columns(trace: dict[str, Any]) -> TraceColumns:
     events = trace.get("traceEvents") or []
     metadata = trace.get("metadata") if isinstance(trace.get("metadata"), dict) else {}
     torch_like = "schemaVersion" in trace or any(k in trace for k in ("deviceProperties", "distributedInfo"))
