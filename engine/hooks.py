@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "oom", "step_begin", "step_end", "data_wait", "module_begin",
                "module_end", "optimizer_step_begin", "optimizer_step_end")
@@ -45,8 +44,7 @@ _step_open: bool = False
 _step_start_ns: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class OpEvent:
+class OpEvent(NamedTuple):
     """One op execution. ``outputs`` and ``output_bytes`` are empty/0 in ``op_start``."""
 
     op: str
@@ -61,8 +59,7 @@ class OpEvent:
     time_ns: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryEvent:
+class MemoryEvent(NamedTuple):
     """An allocation or a free seen by the allocator chokepoint (``engine.memory``)."""
 
     action: str  # "alloc" | "free"
@@ -79,8 +76,7 @@ class MemoryEvent:
     time_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class OomEvent:
+class OomEvent(NamedTuple):
     """An allocation the allocator refused; emitted before ``OutOfMemoryError`` is raised (it still is)."""
 
     requested_bytes: int
@@ -94,8 +90,7 @@ class OomEvent:
     time_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class ModuleEvent:
+class ModuleEvent(NamedTuple):
     """A ``Module.__call__`` entered (``module_begin``) or left (``module_end``); ``path`` is its dotted name."""
 
     path: str
@@ -104,8 +99,7 @@ class ModuleEvent:
     time_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class OptimizerEvent:
+class OptimizerEvent(NamedTuple):
     """Around the parameter updates of one ``optimizer.step()`` (before ``step_end``)."""
 
     optimizer: Any
@@ -117,15 +111,13 @@ class PropagatingError(Exception):
     """Base of errors an observer raises on purpose to stop the computation; hooks let these through."""
 
 
-@dataclass(frozen=True, slots=True)
-class StepEvent:
+class StepEvent(NamedTuple):
     step: int
     time_ns: int
     duration_ns: int = 0  # step_end only: time since the matching step_begin
 
 
-@dataclass(frozen=True, slots=True)
-class DataWaitEvent:
+class DataWaitEvent(NamedTuple):
     step: int
     wait_ns: int
     time_ns: int
