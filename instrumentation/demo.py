@@ -64,6 +64,7 @@ def build_model(kind: str) -> nn.Module:
 def train_one(kind: str, logdir: str, epochs: int, seed: int, verbose: bool) -> float:
     """Train one demo model into ``logdir/<timestamp>-digits-<kind>``; returns its test accuracy."""
     engine.manual_seed(seed)
+    engine.hooks.reset_step()  # each demo run counts its steps from 0
     (x_train, y_train), (x_test, y_test) = engine.datasets.load_digits(seed=seed)
     if kind == "cnn":
         x_train, x_test = x_train.reshape(-1, 1, 8, 8), x_test.reshape(-1, 1, 8, 8)
