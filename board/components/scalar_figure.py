@@ -8,6 +8,7 @@ import numpy as np
 from board.components.colors import run_color, with_alpha
 from board.data.views import ScalarView, XAxis
 
+FEW_POINTS = 30  # series this short are drawn with markers too
 TRACES_PER_RUN = 3  # raw, smoothed, non-finite markers: run k owns traces 3k .. 3k+2
 X_TITLES = {"step": "step", "relative": "relative time (s)", "wall": "wall time (UTC)"}
 _NONFINITE_Y = {"nan": 0.5, "inf": 0.97, "-inf": 0.03}  # on the overlay axis y2, in [0, 1]
@@ -31,7 +32,8 @@ def run_traces(view: ScalarView, x_axis: XAxis, smoothing: bool) -> list[dict[st
     return [
         {
             "type": "scatter",
-            "mode": "lines",
+            "mode": "lines+markers" if len(view.x) <= FEW_POINTS else "lines",  # a lone point stays visible
+            "marker": {"color": color, "size": 6},
             "name": view.run,
             "legendgroup": view.run,
             "showlegend": not smoothing,
