@@ -93,23 +93,30 @@ class Function:
     def _call_observed(self, inputs: tuple[Tensor, ...], needs_grad: bool) -> Tensor:
         arrays = [t._data for t in inputs]
         event = None
-        if _hooks.op_start or _hooks.op_end:
+        observed = _hooks.op_start or _hooks.op_end
+        if observed:
             if not _hooks._step_open and _hooks.phase == "forward":
                 _hooks.mark_step_begin()
-            event = _hooks.OpEvent(type(self).__name__, _hooks.phase, _hooks.module_stack[-1], _hooks._step,
-                                   tuple(a.shape for a in arrays), tuple(_hooks.dtype_name(a.dtype) for a in arrays),
-                                   tuple(arrays), time_ns=time.perf_counter_ns())
-            if _hooks.op_start:
+            if _hooks.op_start:  # NOTE: with op_end observers only, the one event is built after the op
+                event = _op_event(type(self).__name__, arrays)
                 _hooks.emit(_hooks.op_start, event)
         out = self.forward(*arrays)
         if type(out) is not np.ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
             out = np.asarray(out)
         result = self._wrap(out, inputs, needs_grad)
-        if event is not None and _hooks.op_end:
-            _hooks.emit(_hooks.op_end, _ended(event, (out,)))
+        if observed and _hooks.op_end:
+            _hooks.emit(_hooks.op_end, _ended(event, (out,)) if event is not None else
+                        _op_event(type(self).__name__, arrays, (out,), int(out.nbytes)))
         if _config.DEBUG:
             _debug_check(type(self).__name__, out)
         return result
+
+
+def _op_event(op: str, arrays: list[Any], outputs: tuple[Any, ...] = (), output_bytes: int = 0) -> _hooks.OpEvent:
+    """The op's event at this moment: its start (no outputs) or, when nobody watches op_start, its end."""
+    return _hooks.OpEvent(op, _hooks.phase, _hooks.module_stack[-1], _hooks._step, tuple(a.shape for a in arrays),
+                          tuple(_hooks.dtype_name(a.dtype) for a in arrays), tuple(arrays), outputs, output_bytes,
+                          time.perf_counter_ns())
 
 
 def _ended(event: _hooks.OpEvent, outputs: tuple[Any, ...]) -> _hooks.OpEvent:

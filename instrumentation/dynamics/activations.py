@@ -24,9 +24,13 @@ class ActivationStats:
 
     def scalars(self) -> list[tuple[str, float]]:
         """(``act/<layer>/<stat>`` tag, value) pairs of the statistics that apply."""
-        pairs = [("mean_abs", self.mean_abs), ("dead_fraction", self.dead_fraction),
-                 ("saturated_fraction", self.saturated_fraction)]
-        return [(f"act/{self.layer}/{stat}", value) for stat, value in pairs if value is not None]
+        values = (self.mean_abs, self.dead_fraction, self.saturated_fraction)
+        return [(tag, value) for tag, value in zip(activation_tags(self.layer), values) if value is not None]
+
+
+def activation_tags(layer: str) -> tuple[str, str, str]:
+    """The ``act/<layer>/mean_abs|dead_fraction|saturated_fraction`` tags of a layer."""
+    return f"act/{layer}/mean_abs", f"act/{layer}/dead_fraction", f"act/{layer}/saturated_fraction"
 
 
 def watched_layers(model: Any) -> list[tuple[str, Any]]:

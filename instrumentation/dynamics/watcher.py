@@ -5,11 +5,12 @@ from typing import Any
 
 import engine
 from engine import hooks
-from instrumentation.dynamics.activations import activation_stats, watched_layers
+from instrumentation.dynamics.activations import activation_stats, activation_tags, watched_layers
 from instrumentation.dynamics.detectors import DynamicsRules
 from instrumentation.dynamics.guard import FailureReporter
 from instrumentation.dynamics.numerics import NumericsObserver
 from instrumentation.dynamics.parameters import ParameterTracker
+from instrumentation.dynamics.step_scalars import StepScalars
 from instrumentation.dynamics.thresholds import DynamicsThresholds
 from instrumentation.format.alerts import Alert, AlertWriter
 
@@ -35,6 +36,8 @@ class Watch:
         self._guard = FailureReporter("flowscope.watch")
         self._named_parameters = list(model.named_parameters())
         self._ndims = {name: len(param.shape) for name, param in self._named_parameters}
+        self._norm_tags = {name: (f"grad_norm/{name}", f"update_ratio/{name}") for name, _ in self._named_parameters}
+        self._scalars = StepScalars(writer)
         self._tracker = ParameterTracker(self._named_parameters)
         self._tracking = False
         self._open_step: int | None = None
@@ -64,6 +67,7 @@ class Watch:
             return
         self.closed = True
         hooks.unsubscribe(self)
+        self._guard.call("writing the last scalars", self._scalars.flush)
         if self.numerics is not None:
             hooks.unsubscribe(self.numerics)
         for handle in self._handles:
@@ -108,11 +112,12 @@ class Watch:
         if event.step % self.every:
             return
         step_time_ms = event.duration_ns / 1e6
-        add = self.writer.add_scalar
+        add = self._scalars.add
         add("perf/step_time_ms", step_time_ms, event.step)
         add("perf/data_time_ms", self._data_wait_ns / 1e6, event.step)
         if self._batch_size and step_time_ms > 0:
             add("perf/samples_per_sec", self._batch_size * 1e3 / step_time_ms, event.step)
+        self._scalars.flush()
 
     def optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
         if self.optimizer is not None and event.optimizer is not self.optimizer:
@@ -123,8 +128,9 @@ class Watch:
             self._tracker.begin(step)
             groups = getattr(event.optimizer, "param_groups", None)
             if groups and "lr" in groups[0]:
-                self.writer.add_scalar(LEARNING_RATE_TAG, float(groups[0]["lr"]), step)
+                self._scalars.add(LEARNING_RATE_TAG, float(groups[0]["lr"]), step)
         if self.histograms_every and step % self.histograms_every == 0:
+            self._scalars.flush()  # keep the file's order: this step's scalars so far, then the histograms
             for name, param in self._named_parameters:
                 self.writer.add_histogram(f"weight/{name}", param.numpy(), step)
                 if param.grad is not None:
@@ -141,25 +147,34 @@ class Watch:
         stats = self._tracker.end()
         if stats is None:
             return
-        ratios, add, step = stats.update_ratios, self.writer.add_scalar, stats.step
+        ratios, add, step, tags = stats.update_ratios, self._scalars.add, stats.step, self._norm_tags
         for name, grad_norm, ratio in zip(stats.names, stats.grad_norms.tolist(), ratios.tolist()):
-            add(f"grad_norm/{name}", grad_norm, step)
-            add(f"update_ratio/{name}", ratio, step)
+            grad_norm_tag, update_ratio_tag = tags[name]
+            add(grad_norm_tag, grad_norm, step)
+            add(update_ratio_tag, ratio, step)
         for alert in self._rules.updates(step, stats.names, ratios, stats.grad_norms, self._ndims):
             self._report(alert)
 
     # ---- forward hooks ----------------------------------------------------------------------------------
     def _layer_hook(self, path: str, kind: str) -> Any:
+        place, tags = f"activation stats of {path}", activation_tags(path)
+        is_grad_enabled, current_step, call, layer_stats = (engine.is_grad_enabled, hooks.current_step,
+                                                            self._guard.call, self._layer_stats)
+
         def hook(module: Any, inputs: tuple, output: Any) -> None:
-            if module.training and engine.is_grad_enabled() and hooks.current_step() % self.every == 0:
-                self._guard.call(f"activation stats of {path}", self._layer_stats, path, kind, output)
+            if module.training and is_grad_enabled() and current_step() % self.every == 0:
+                call(place, layer_stats, path, kind, tags, output)
         return hook
 
-    def _layer_stats(self, path: str, kind: str, output: Any) -> None:
+    def _layer_stats(self, path: str, kind: str, tags: tuple[str, str, str], output: Any) -> None:
         step = hooks.current_step()
         stats = activation_stats(path, kind, output.numpy())
-        for tag, value in stats.scalars():
-            self.writer.add_scalar(tag, value, step)
+        add = self._scalars.add
+        add(tags[0], stats.mean_abs, step)
+        if stats.dead_fraction is not None:
+            add(tags[1], stats.dead_fraction, step)
+        if stats.saturated_fraction is not None:
+            add(tags[2], stats.saturated_fraction, step)
         if stats.dead_fraction is not None:
             for alert in self._rules.dead(step, path, stats.dead_fraction):
                 self._report(alert)

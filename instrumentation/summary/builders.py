@@ -27,16 +27,28 @@ class ScalarEventBuilder:
     def __init__(self) -> None:
         self._templates: dict[str, tuple[Any, Any]] = {}
 
+    def _template(self, tag: str) -> tuple[Any, Any]:
+        event = Event(summary=Summary(value=[Summary.Value(tag=tag, simple_value=0.0)]))
+        template = self._templates[tag] = (event, event.summary.value[0])
+        return template
+
     def __call__(self, tag: str, value: float, step: int, wall_time: float) -> bytes:
-        template = self._templates.get(tag)
-        if template is None:
-            event = Event(summary=Summary(value=[Summary.Value(tag=tag, simple_value=0.0)]))
-            template = self._templates[tag] = (event, event.summary.value[0])
-        event, summary_value = template
+        event, summary_value = self._templates.get(tag) or self._template(tag)
         event.wall_time = wall_time
         event.step = step
         summary_value.simple_value = value
         return event.SerializeToString()
+
+    def many(self, tags: list[str], values: list[float], step: int, wall_time: float) -> list[bytes]:
+        """One serialized event per (tag, value), all at `step` and `wall_time` (what `__call__` gives one by one)."""
+        templates, records = self._templates, []
+        for tag, value in zip(tags, values):
+            event, summary_value = templates.get(tag) or self._template(tag)
+            event.wall_time = wall_time
+            event.step = step
+            summary_value.simple_value = value
+            records.append(event.SerializeToString())
+        return records
 
 
 def _summary_event(summary_value: Any, step: int, wall_time: float) -> bytes:

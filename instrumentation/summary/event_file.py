@@ -50,7 +50,8 @@ class _EventFile:
 
 
 class AsyncEventWriter:
-    """Queues (run_dir, build, args) items on the calling thread; a daemon thread turns them into records.
+    """Queues (run_dir, build, args) items on the calling thread; a daemon thread turns them into records
+    (`build` returns one serialized event, b"" for none, or a list of them).
 
     `enqueue` costs one deque append. The thread writes whatever is queued every `flush_secs`, as soon as
     `max_queue` items wait, and on `flush()`/`close()`/interpreter exit; written bytes reach the OS at once,
@@ -160,7 +161,9 @@ class AsyncEventWriter:
             batch = batches.get(run_dir)
             if batch is None:
                 batch = batches[run_dir] = []
-            if record:
+            if record.__class__ is list:  # a builder of several events (SummaryWriter.add_scalar_dict)
+                batch.extend(record)
+            elif record:
                 batch.append(record)
         self._write(batches)
         with self._drained:

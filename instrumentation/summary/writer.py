@@ -29,7 +29,7 @@ def default_log_dir(comment: str = "") -> str:
 
 def _histogram_record(tag: str, values: np.ndarray, bins: Bins, max_bins: int | None, step: int,
                       wall_time: float) -> bytes:
-    return histogram_event(tag, histogram_from_values(values, bins, max_bins), step, wall_time)
+    return histogram_event(tag, histogram_from_values(values, bins, max_bins, may_reorder=True), step, wall_time)
 
 
 class SummaryWriter:
@@ -69,6 +69,27 @@ class SummaryWriter:
         step = global_step if global_step.__class__ is int else to_step(global_step)
         # NOTE: AsyncEventWriter.enqueue inlined: this is the call a training loop makes most often.
         self._queue_append((None, self._scalar_event, (tag, value, step, _now() if walltime is None else walltime)))
+        if len(self._queue) >= self._max_queue:
+            self._async.on_full()
+
+    def add_scalar_dict(self, tag_scalar_dict: Mapping[str, Any], global_step: int | None = None,
+                        walltime: float | None = None) -> None:
+        """Many scalars of one step: the same events as one `add_scalar` per key (in the dict's order, one
+        wall time), queued as one item, so a training loop logging dozens of values per step pays for one."""
+        if not isinstance(tag_scalar_dict, Mapping):
+            raise ValueError(f"add_scalar_dict: expected a dict of tag -> scalar, got {type(tag_scalar_dict).__name__}")
+        tags = list(tag_scalar_dict)
+        values = list(tag_scalar_dict.values())
+        for index, (tag, value) in enumerate(zip(tags, values)):
+            if tag.__class__ is not str:
+                check_tag(tag)
+            if value.__class__ is not float:
+                values[index] = to_float(tag, value)
+        if not tags:
+            return
+        step = global_step if global_step.__class__ is int else to_step(global_step)
+        wall_time = _now() if walltime is None else walltime
+        self._queue_append((None, self._scalar_event.many, (tags, values, step, wall_time)))
         if len(self._queue) >= self._max_queue:
             self._async.on_full()
 

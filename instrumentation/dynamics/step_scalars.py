@@ -1,0 +1,38 @@
+"""StepScalars: collects one step's scalars and hands them to the writer in one call when the step ends."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class StepScalars:
+    """``add(tag, value, step)`` appends; ``flush()`` writes what was added with one ``add_scalar_dict`` (one queue
+    item for the step; the same events as ``add_scalar`` per tag, in order) — or, for a writer without it or a
+    step that repeats a tag (a layer called twice), with ``add_scalar`` per value. A new step flushes the last."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self._add_many = getattr(writer, "add_scalar_dict", None)
+        self.tags: list[str] = []
+        self.values: list[float] = []
+        self.step: int | None = None
+
+    def add(self, tag: str, value: float, step: int) -> None:
+        if step != self.step:
+            if self.tags:
+                self.flush()
+            self.step = step
+        self.tags.append(tag)
+        self.values.append(value)
+
+    def flush(self) -> None:
+        tags, values, step = self.tags, self.values, self.step
+        if not tags:
+            return
+        self.tags, self.values = [], []
+        by_tag = dict(zip(tags, values)) if self._add_many is not None else {}
+        if len(by_tag) == len(tags):
+            self._add_many(by_tag, step)
+            return
+        add_scalar = self.writer.add_scalar
+        for tag, value in zip(tags, values):
+            add_scalar(tag, value, step)
