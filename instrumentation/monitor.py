@@ -4,13 +4,16 @@ from __future__ import annotations
 from typing import Any
 
 from instrumentation.dynamics import DynamicsThresholds, Watch
+from instrumentation.memory import MemoryTracker
+from instrumentation.profiler import OnDemandCapture
 
 __all__ = ["DynamicsThresholds", "Watch", "watch"]
 
 
 def watch(model: Any, writer: Any, *, every: int = 1, histograms_every: int = 100, optimizer: Any = None,
           check_numerics: bool = False, raise_on_nonfinite: bool = True,
-          thresholds: DynamicsThresholds | None = None) -> Watch:
+          thresholds: DynamicsThresholds | None = None, memory: bool = True, memory_stacks: bool = False,
+          capture_requests: bool = True) -> Watch:
     """Observe ``model`` (an ``engine.nn.Module``) while it trains and write to ``writer`` (a ``SummaryWriter``).
 
     Every ``every`` steps: ``grad_norm/<param>``, ``update_ratio/<param>`` (‖Δw‖/‖w‖ of the update the optimizer
@@ -19,6 +22,11 @@ def watch(model: Any, writer: Any, *, every: int = 1, histograms_every: int = 10
     any). ``check_numerics``: check every op output for NaN/Inf; the first one found is an alert, then
     ``engine.NonFiniteError`` is raised (or, with ``raise_on_nonfinite=False``, training goes on). Returns the
     handle: an ``engine.fit`` callback, with ``log_loss``, ``alerts`` and ``close()``.
+
+    ``memory``: also start a ``MemoryTracker`` (``mem/<device>/*`` scalars, snapshots, OOM capture, leak
+    alerts; ``memory_stacks`` records allocation stacks, which costs more). ``capture_requests``: answer the
+    board's Capture button (a request file in the run directory, checked at step boundaries). Both are closed
+    with the handle.
     """
     for name, value, least in (("every", every, 1), ("histograms_every", histograms_every, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -31,6 +39,11 @@ def watch(model: Any, writer: Any, *, every: int = 1, histograms_every: int = 10
                         f"{type(writer).__name__}")
     if thresholds is not None and not isinstance(thresholds, DynamicsThresholds):
         raise TypeError(f"watch: thresholds must be a DynamicsThresholds, got {type(thresholds).__name__}")
-    return Watch(model, writer, every=every, histograms_every=histograms_every, optimizer=optimizer,
-                 check_numerics=check_numerics, raise_on_nonfinite=raise_on_nonfinite,
-                 thresholds=thresholds or DynamicsThresholds())
+    handle = Watch(model, writer, every=every, histograms_every=histograms_every, optimizer=optimizer,
+                   check_numerics=check_numerics, raise_on_nonfinite=raise_on_nonfinite,
+                   thresholds=thresholds or DynamicsThresholds())
+    if memory:
+        handle.attach(MemoryTracker(writer, model=model, stacks=memory_stacks))
+    if capture_requests:
+        handle.attach(OnDemandCapture(writer.log_dir).start())
+    return handle

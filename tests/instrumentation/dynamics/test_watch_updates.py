@@ -153,7 +153,7 @@ def test_close_detaches_every_hook_and_forward_hook(tmp_path):
     forward_hooks_before = {path: dict(m._forward_hooks) for path, m in model.named_modules()}
     with SummaryWriter(tmp_path / "run") as writer:
         handle = watch(model, writer, check_numerics=True)
-        assert len(hooks.observers()) == len(observers_before) + 2
+        assert len(hooks.observers()) == len(observers_before) + 4  # watch, numerics, memory tracker, capture
         closed = []
         handle.attach(type("Component", (), {"close": lambda self: closed.append(True)})())
         handle.close()
