@@ -1,4 +1,4 @@
-"""``python -m instrumentation.demo``: train an MLP and a CNN on the bundled digits and log both for the board."""
+"""``python -m instrumentation.demo``: train an MLP and a CNN on the bundled digits and log everything the board shows."""
 from __future__ import annotations
 
 import argparse
@@ -11,44 +11,32 @@ from typing import Any, Sequence
 import engine
 from engine import nn
 from engine.nn import functional as F
+from instrumentation.monitor import watch
+from instrumentation.profiler import profile, schedule
 from instrumentation.summary import SummaryWriter
+from instrumentation.system import SystemSampler
 
 
-class SummaryCallback:
-    """An ``engine.fit`` callback that logs loss, accuracy, learning rate, step time and weight histograms."""
+class ValidationLogger:
+    """An ``engine.fit`` callback writing the epoch's validation loss and accuracy (``watch`` logs training)."""
 
-    def __init__(self, writer: SummaryWriter, histograms_every_epochs: int = 1) -> None:
+    def __init__(self, writer: SummaryWriter) -> None:
         self.writer = writer
-        self.histograms_every_epochs = histograms_every_epochs
-        self._step_start_ns = 0
-
-    def on_step_begin(self, state: Any) -> None:
-        self._step_start_ns = time.perf_counter_ns()
-
-    def on_step_end(self, state: Any) -> None:
-        step = state.global_step
-        self.writer.add_scalar("train/loss", state.loss, step)
-        if "accuracy" in state.logs:
-            self.writer.add_scalar("train/accuracy", state.logs["accuracy"], step)
-        self.writer.add_scalar("train/learning_rate", state.optimizer.param_groups[0]["lr"], step)
-        step_time_ms = (time.perf_counter_ns() - self._step_start_ns) / 1e6
-        self.writer.add_scalar("perf/step_time_ms", step_time_ms, step)
-        if state.batch_size:
-            self.writer.add_scalar("perf/samples_per_sec", state.batch_size / max(step_time_ms, 1e-6) * 1e3, step)
 
     def on_epoch_end(self, state: Any) -> None:
-        step = state.global_step
         for key in ("val_loss", "val_accuracy"):
             if key in state.logs:
-                self.writer.add_scalar(f"val/{key[4:]}", state.logs[key], step)
-        if state.epoch % self.histograms_every_epochs == 0:
-            for name, param in state.model.named_parameters():
-                self.writer.add_histogram(f"weight/{name}", param.numpy(), step)
-                if param.grad is not None:
-                    self.writer.add_histogram(f"grad/{name}", param.grad.numpy(), step)
+                self.writer.add_scalar(f"val/{key[4:]}", state.logs[key], state.global_step)
 
-    def on_train_end(self, state: Any) -> None:
-        self.writer.flush()
+
+class EpochSchedule:
+    """Steps an LR scheduler at each epoch end."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def on_epoch_end(self, state: Any) -> None:
+        self.scheduler.step()
 
 
 def build_model(kind: str) -> nn.Module:
@@ -76,13 +64,14 @@ def train_one(kind: str, logdir: str, epochs: int, seed: int, verbose: bool) -> 
     run_dir = os.path.join(logdir, f"{time.strftime('%Y%m%d-%H%M%S')}-digits-{kind}")
     with SummaryWriter(run_dir) as writer:
         writer.add_text("model", f"```\n{model.summary(input_shape=(1,) + x_train.shape[1:])}\n```", 0)
-
-        class _Schedule:
-            def on_epoch_end(self, state: Any) -> None:
-                scheduler.step()
-
-        history = engine.fit(model, F.cross_entropy, optimizer, train, epochs, val_data=test,
-                             callbacks=(SummaryCallback(writer), _Schedule()), verbose=verbose)
+        handle = watch(model, writer, histograms_every=20)  # dynamics, memory tracker, capture requests
+        handle.attach(SystemSampler(writer, interval=0.5))
+        # One profiled capture early in training, for the Profile page.
+        with profile(run_dir, schedule=schedule(wait=5, warmup=2, active=5)):
+            history = engine.fit(model, F.cross_entropy, optimizer, train, epochs, val_data=test,
+                                 callbacks=(handle, ValidationLogger(writer), EpochSchedule(scheduler)),
+                                 verbose=verbose)
+        handle.close()
         accuracy = history.val_accuracy[-1]
         writer.add_hparams({"model": kind, "lr": 3e-3, "epochs": epochs, "seed": seed},
                            {"hparam/test_accuracy": accuracy})

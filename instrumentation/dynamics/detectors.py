@@ -52,15 +52,28 @@ class DynamicsRules:
         self.losses: deque[float] = deque(maxlen=thresholds.loss_window)
         self.first_median: float | None = None
         self.in_spike = False
+        self.learning_rate: float | None = None
+        self.peak_learning_rate = 0.0
+
+    def observe_learning_rate(self, lr: float) -> None:
+        self.learning_rate = lr
+        if math.isfinite(lr):
+            self.peak_learning_rate = max(self.peak_learning_rate, lr)
+
+    def _annealed(self) -> bool:
+        """The schedule, not the gradients, has shrunk the updates (lr below its share of the peak lr)."""
+        lr = self.learning_rate
+        return lr is not None and lr < self.thresholds.vanishing_annealed_lr_fraction * self.peak_learning_rate
 
     def updates(self, step: int, names: tuple[str, ...], ratios: Any, grad_norms: Any, ndims: dict[str, int]) -> list[Alert]:
         """Exploding when ‖Δw‖/‖w‖ exceeds the threshold (or is not finite), vanishing when it stays below its own."""
-        t, alerts = self.thresholds, []
+        t, alerts, annealed = self.thresholds, [], self._annealed()
         for name, ratio, grad_norm in zip(names, ratios.tolist(), grad_norms.tolist()):
             if ndims.get(name, 0) < 2:
                 continue
             exploding = not math.isfinite(ratio) or not math.isfinite(grad_norm) or ratio > t.exploding_update_ratio
-            vanishing = step >= t.vanishing_min_steps and math.isfinite(ratio) and ratio < t.vanishing_update_ratio
+            vanishing = (step >= t.vanishing_min_steps and math.isfinite(ratio) and ratio < t.vanishing_update_ratio
+                         and not annealed)
             for kind, holds, patience, threshold, severity, verdict in (
                 ("exploding_gradient", exploding, t.exploding_patience, t.exploding_update_ratio, "error",
                  "above {threshold:g} (or not finite); healthy is about 1e-3..1e-2: lower the learning rate or clip "

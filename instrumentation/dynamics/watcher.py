@@ -128,7 +128,9 @@ class Watch:
             self._tracker.begin(step)
             groups = getattr(event.optimizer, "param_groups", None)
             if groups and "lr" in groups[0]:
-                self._scalars.add(LEARNING_RATE_TAG, float(groups[0]["lr"]), step)
+                lr = float(groups[0]["lr"])
+                self._scalars.add(LEARNING_RATE_TAG, lr, step)
+                self._rules.observe_learning_rate(lr)
         if self.histograms_every and step % self.histograms_every == 0:
             self._scalars.flush()  # keep the file's order: this step's scalars so far, then the histograms
             for name, param in self._named_parameters:

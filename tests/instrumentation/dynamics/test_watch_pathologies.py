@@ -93,3 +93,23 @@ def test_a_bad_batch_is_a_loss_spike_at_its_step_in_a_hand_written_loop(digits, 
     assert [a.step for a in spikes] == [60]
     assert spikes[0].evidence["loss"] > spikes[0].evidence["limit"] > spikes[0].evidence["median"]
     assert np.isfinite(spikes[0].evidence["loss"])
+
+
+def test_an_annealed_learning_rate_is_not_a_vanishing_gradient():
+    from instrumentation.dynamics.detectors import DynamicsRules
+    from instrumentation.dynamics.thresholds import DynamicsThresholds
+
+    rules = DynamicsRules(DynamicsThresholds())
+    names, ndims = ("w",), {"w": 2}
+    tiny = np.array([1e-6]), np.array([0.5])
+    alerts = []
+    for step in range(60):  # lr decays from 1e-2 to ~0: updates shrink because of the schedule
+        rules.observe_learning_rate(1e-2 * (1 - step / 60) ** 3)
+        alerts += rules.updates(step, names, *tiny, ndims) if step > 30 else []
+    assert alerts == []
+    constant = DynamicsRules(DynamicsThresholds())
+    found = []
+    for step in range(60):  # a constant tiny lr (the planted vanishing setup) is still reported
+        constant.observe_learning_rate(1e-6)
+        found += constant.updates(step, names, *tiny, ndims)
+    assert [a.kind for a in found] == ["vanishing_gradient"]
