@@ -5,13 +5,12 @@ parameter such as `../../etc/passwd` is simply an unknown run (404).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from board.context import board_context
-from board.data.export import histograms_json, scalars_csv, scalars_json
+from board.data.export import histograms_json, scalars_csv, scalars_json_bytes
 from board.data.store import UnknownSeries
 
 api = Blueprint("flowscope_api", __name__, url_prefix="/api")
@@ -79,7 +78,7 @@ def scalars() -> Response:
         name = f"{run}_{tag}".replace("/", "_")
         return Response(scalars_csv([(run, tag, columns)]), mimetype="text/csv",
                         headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
-    body = json.dumps(scalars_json(run, tag, columns, revision, int(start)), separators=(",", ":"))
+    body = scalars_json_bytes(run, tag, columns, revision, int(start))
     return current_app.response_class(body, mimetype="application/json")
 
 

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from board.data.histograms import HistogramPoint, HistogramSeries
+from board.data.histograms import HistogramColumns, HistogramSeries
 from board.data.series import ScalarColumns, ScalarSeries
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: histograms as columns (sum and sum_squares kept)
 HEAD_BYTES = 4096
 _SCALAR_COLUMNS = ("steps", "wall_times", "values")
 _HISTOGRAM_COLUMNS = ("hist_steps", "hist_stats", "hist_edges", "hist_counts", "hist_offsets")
+_HIST_STATS = ("wall_times", "mins", "maxs", "nums", "sums", "sum_squares")  # hist_stats' columns
 
 
 def default_cache_root() -> Path:
@@ -72,12 +73,13 @@ def save(directory: Path, files: list[FileMark], scalars: dict[str, ScalarSeries
         "values": np.concatenate([c.values for c in columns]) if columns else np.empty(0),
     }
     hist_tags = sorted(histograms)
-    points = [p for tag in hist_tags for p in histograms[tag].points]
-    arrays["hist_steps"] = np.array([p.step for p in points], np.int64)
-    arrays["hist_stats"] = np.array([[p.wall_time, p.min, p.max, p.num] for p in points], np.float64).reshape(-1, 4)
-    arrays["hist_edges"] = np.concatenate([np.asarray(p.edges, np.float64) for p in points]) if points else np.empty(0)
-    arrays["hist_counts"] = np.concatenate([np.asarray(p.counts, np.float64) for p in points]) if points else np.empty(0)
-    arrays["hist_offsets"] = np.cumsum([0, *(len(p.counts) for p in points)]).astype(np.int64)
+    hist = HistogramColumns.concatenate([histograms[tag].columns() for tag in hist_tags]) if hist_tags \
+        else HistogramColumns.empty()
+    arrays["hist_steps"] = np.asarray(hist.steps, np.int64)
+    arrays["hist_stats"] = np.stack([getattr(hist, name) for name in _HIST_STATS], axis=1).astype(np.float64)
+    arrays["hist_edges"] = np.asarray(hist.edges, np.float64)
+    arrays["hist_counts"] = np.asarray(hist.counts, np.float64)
+    arrays["hist_offsets"] = np.asarray(hist.offsets, np.int64)
     generation = f"{os.getpid()}-{time.time_ns()}"
     for name, array in arrays.items():
         np.save(directory / f"{name}.{generation}.npy", array, allow_pickle=False)
@@ -116,7 +118,7 @@ def valid_manifest(directory: Path, run_path: Path) -> dict | None:
 def load(directory: Path, run_path: Path) -> CachedRun | None:
     """The cached points of a run, or None if there is no entry or the files no longer match it.
 
-    Scalar columns are memory-mapped (pages are read when first touched); histograms, small and many, are read.
+    Every column is memory-mapped: pages are read when first touched, and stay reclaimable page cache.
     """
     manifest = valid_manifest(directory, run_path)
     if manifest is None:
@@ -124,7 +126,7 @@ def load(directory: Path, run_path: Path) -> CachedRun | None:
     generation = manifest["generation"]
     try:
         arrays = {name: np.load(directory / f"{name}.{generation}.npy", allow_pickle=False,
-                                mmap_mode="r" if name in _SCALAR_COLUMNS else None)
+                                mmap_mode="r")
                   for name in (*_SCALAR_COLUMNS, *_HISTOGRAM_COLUMNS)}
     except (OSError, ValueError):
         return None
@@ -139,28 +141,29 @@ def load(directory: Path, run_path: Path) -> CachedRun | None:
     if start != len(arrays["steps"]):
         return None
     histograms = _histograms(manifest["histograms"], arrays)
+    if histograms is None:
+        return None
     marks = tuple(FileMark(**entry) for entry in manifest["files"])
     return CachedRun(marks, scalars, histograms, manifest["last_update"], start + len(arrays["hist_steps"]))
 
 
-def _histograms(entries: list, arrays: dict[str, np.ndarray]) -> dict[str, HistogramSeries]:
-    offsets = arrays["hist_offsets"].tolist()
-    steps = arrays["hist_steps"].tolist()
-    stats = arrays["hist_stats"].tolist()
-    edges, counts = arrays["hist_edges"], arrays["hist_counts"]
+def _histograms(entries: list, arrays: dict[str, np.ndarray]) -> dict[str, HistogramSeries] | None:
+    offsets = np.asarray(arrays["hist_offsets"])
+    stats = np.asarray(arrays["hist_stats"])
+    total = len(arrays["hist_steps"])
+    if stats.shape != (total, len(_HIST_STATS)) or len(offsets) != total + 1 or \
+            len(arrays["hist_counts"]) != offsets[-1] or len(arrays["hist_edges"]) != offsets[-1] + total:
+        return None
+    whole = HistogramColumns(np.asarray(arrays["hist_steps"]), *(stats[:, k] for k in range(len(_HIST_STATS))), offsets,
+                             np.asarray(arrays["hist_counts"]), np.asarray(arrays["hist_edges"]))
     result: dict[str, HistogramSeries] = {}
     index = 0
     for tag, count, superseded in entries:
-        series = HistogramSeries()
+        series = HistogramSeries(whole.slice(index, index + count))
         series.superseded = superseded
-        for i in range(index, index + count):
-            lo, hi = offsets[i], offsets[i + 1]
-            wall_time, minimum, maximum, num = stats[i]
-            series.points.append(HistogramPoint(steps[i], wall_time, minimum, maximum, num,
-                                                edges[lo + i : hi + i + 1], counts[lo:hi]))
         result[tag] = series
         index += count
-    return result
+    return result if index == total else None
 
 
 def _read_manifest(directory: Path) -> dict | None:

@@ -1,55 +1,14 @@
-"""Every histogram of one tag of one run, with the same restart rule as scalars, and TensorBoard's percentile bands."""
+"""TensorBoard's percentile bands and rebinning for one histogram (storage: `histogram_columns`)."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
+from board.data.histogram_columns import HistogramColumns, HistogramPoint, HistogramSeries
+
+__all__ = ["BASIS_POINTS", "HistogramColumns", "HistogramPoint", "HistogramSeries", "evenly_spaced", "percentiles", "rebin"]
+
 # TensorBoard's distribution basis points (1/10000): min, a normal distribution's -1.5σ, -σ, -0.5σ, median, … max.
 BASIS_POINTS = (0, 668, 1587, 3085, 5000, 6915, 8413, 9332, 10000)
-
-
-@dataclass(frozen=True, slots=True)
-class HistogramPoint:
-    """One histogram: bucket i holds `counts[i]` values in (`edges[i]`, `edges[i+1]`]."""
-
-    step: int
-    wall_time: float
-    min: float
-    max: float
-    num: float
-    edges: np.ndarray
-    counts: np.ndarray
-
-
-class HistogramSeries:
-    """Histograms of one tag in step order; a step <= the last one supersedes every later-or-equal step."""
-
-    __slots__ = ("points", "revision", "superseded")
-
-    def __init__(self) -> None:
-        self.points: list[HistogramPoint] = []
-        self.revision = 0
-        self.superseded = 0
-
-    def __len__(self) -> int:
-        return len(self.points)
-
-    @property
-    def last_step(self) -> int | None:
-        return self.points[-1].step if self.points else None
-
-    def append(self, point: HistogramPoint) -> None:
-        if self.points and point.step <= self.points[-1].step:
-            steps = np.fromiter((p.step for p in self.points), np.int64, len(self.points))
-            keep = int(np.searchsorted(steps, point.step, side="left"))
-            self.superseded += len(self.points) - keep
-            self.points = self.points[:keep]
-            self.revision += 1
-        self.points.append(point)
-
-    def steps(self) -> np.ndarray:
-        return np.fromiter((p.step for p in self.points), np.int64, len(self.points))
 
 
 def percentiles(point: HistogramPoint, basis_points: tuple[int, ...] = BASIS_POINTS) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The one place the board touches the project's event-file reader (`instrumentation.format`)."""
 from __future__ import annotations
 
-from instrumentation.format import EventFileReader, is_event_file
+from instrumentation.format import EventFileReader, ScalarBatch, is_event_file
 
-__all__ = ["EventFileReader", "is_event_file"]
+__all__ = ["EventFileReader", "ScalarBatch", "is_event_file"]

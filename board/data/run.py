@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 import os
-from operator import attrgetter
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,13 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from board.data import cache
-from board.data.histograms import HistogramPoint, HistogramSeries
-from board.data.reader import EventFileReader
+from board.data.histograms import HistogramColumns, HistogramSeries
+from board.data.reader import EventFileReader, ScalarBatch
 from board.data.series import ScalarSeries
-from instrumentation.format.values import Event, HistogramValue, ScalarValue
+from instrumentation.format.values import HistogramValue
 
 log = logging.getLogger(__name__)
-_TAG, _STEP, _WALL_TIME, _VALUE = (attrgetter(name) for name in ("tag", "step", "wall_time", "value"))
 READ_BATCH = 50_000  # records per read: bounds the memory of decoded-but-not-yet-columnar events
 
 
@@ -45,9 +43,8 @@ class _FileTail:
 
     def __init__(self, path: Path, mark: cache.FileMark | None = None) -> None:
         self.reader = EventFileReader(path)
-        if mark is not None:  # NOTE: resuming from a cached offset; `offset` is the reader's public position
-            self.reader.offset = mark.offset
-            self.reader.corrupt_records = mark.corrupt_records
+        if mark is not None:  # resuming from where the cached entry stopped reading
+            self.reader.seek(mark.offset, mark.corrupt_records)
         stat = path.stat()
         self.identity = (stat.st_dev, stat.st_ino)
         self.size = -1
@@ -127,9 +124,10 @@ class RunState:
             if size == tail.size:
                 continue
             tail.size = size
-            while events := tail.reader.read(max_records=READ_BATCH):
+            while (batch := tail.reader.read_columns(max_records=READ_BATCH)).records:
+                histograms = _histograms_by_tag(batch)
                 with lock:
-                    self._ingest(events)
+                    self._ingest(batch, histograms)
                 changed = True
         return changed
 
@@ -150,29 +148,22 @@ class RunState:
         self._files.clear()
         self.last_update = None
 
-    def _ingest(self, events: list[Event]) -> None:
-        """Add one decoded batch: scalars column-wise (one numpy append per tag), histograms one by one."""
-        values = [value for event in events for value in event.values]
-        scalars = [value for value in values if value.__class__ is ScalarValue]
-        if len(scalars) != len(values):
-            for value in values:
-                if value.__class__ is HistogramValue:
-                    self._histogram(value.tag).append(_histogram_point(value))
-        if values:
-            newest = max(map(_WALL_TIME, values))
-            self.last_update = newest if self.last_update is None else max(self.last_update, newest)
-        if scalars:
-            self._add_scalars(scalars)
+    def _ingest(self, batch: ScalarBatch, histograms: dict[str, HistogramColumns]) -> None:
+        """Add one decoded batch: scalars column-wise (one numpy append per tag), histograms likewise."""
+        newest = [value.wall_time for event in batch.events for value in event.values]
+        if len(batch):
+            newest.append(float(batch.wall_times.max()))
+            self._add_scalars(batch.tags, batch.steps, batch.wall_times, batch.values)
+        for tag, columns in histograms.items():
+            self._histogram(tag).extend(columns)
+        if newest:
+            self.last_update = max(newest) if self.last_update is None else max(self.last_update, *newest)
 
-    def _add_scalars(self, scalars: list[ScalarValue]) -> None:
-        count = len(scalars)
-        tags = list(map(_TAG, scalars))
+    def _add_scalars(self, tags: list[str], steps: np.ndarray, wall_times: np.ndarray, values: np.ndarray) -> None:
+        count = len(tags)
         codes_by_tag = {tag: code for code, tag in enumerate(dict.fromkeys(tags))}
-        codes = np.fromiter(map(codes_by_tag.__getitem__, tags), np.int64, count)
-        steps = np.fromiter(map(_STEP, scalars), np.int64, count)
-        wall_times = np.fromiter(map(_WALL_TIME, scalars), np.float64, count)
-        values = np.fromiter(map(_VALUE, scalars), np.float64, count)
         if len(codes_by_tag) > 1:  # a stable sort keeps each tag's points in the order they were written
+            codes = np.fromiter(map(codes_by_tag.__getitem__, tags), np.int64, count)
             order = np.argsort(codes, kind="stable")
             codes, steps, wall_times, values = codes[order], steps[order], wall_times[order], values[order]
             bounds = np.searchsorted(codes, np.arange(len(codes_by_tag) + 1))
@@ -213,8 +204,14 @@ class RunState:
         )
 
 
-def _histogram_point(value: HistogramValue) -> HistogramPoint:
-    return HistogramPoint(value.step, value.wall_time, value.min, value.max, value.num, value.edges, value.counts)
+def _histograms_by_tag(batch: ScalarBatch) -> dict[str, HistogramColumns]:
+    """The batch's histograms as columns per tag (built outside the store's lock)."""
+    by_tag: dict[str, list[HistogramValue]] = {}
+    for event in batch.events:
+        for value in event.values:
+            if value.__class__ is HistogramValue:
+                by_tag.setdefault(value.tag, []).append(value)
+    return {tag: HistogramColumns.from_values(values) for tag, values in by_tag.items()}
 
 
 def _size_on_disk(path: Path) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.signal import lfilter
 
 SPACING_SAMPLE = 1000
 _MAX_LOG_SPAN = 500.0  # e**500 · (values scaled to |v| <= 1) · 65536 terms stays far from float64 overflow
@@ -50,14 +51,20 @@ def ema(steps: np.ndarray, values: np.ndarray, weight: float, state: EmaState | 
         raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
     steps = np.asarray(steps)
     spacing = state.spacing if state is not None else typical_spacing(steps)
-    finite = np.isfinite(values)
-    all_finite = bool(finite.all())
+    with np.errstate(over="ignore", invalid="ignore"):  # one sum tells that every value is finite, usually
+        all_finite = bool(np.isfinite(values.sum())) or bool(np.isfinite(values).all())
+    finite = None if all_finite else np.isfinite(values)
     sf, vf = (steps, values) if all_finite else (steps[finite], values[finite])
     if len(vf) == 0:
         return values.copy(), state
-    x = sf.astype(np.float64) / spacing
     carry = (state.last_step / spacing, state.mean, state.mass) if state is not None else None
-    smoothed, mean, mass = _debiased_ema(x, vf, -np.log(weight), carry)
+    gaps = np.diff(sf)
+    if len(gaps) and gaps.min() == gaps.max():  # evenly spaced (the usual case): one linear filter in C
+        first_gap = (float(sf[0]) - state.last_step) / spacing if state is not None else 1.0
+        alphas = weight ** first_gap, weight ** (float(gaps[0]) / spacing)
+        smoothed, mean, mass = _constant_gap_ema(vf, *alphas, carry)
+    else:
+        smoothed, mean, mass = _debiased_ema(sf.astype(np.float64) / spacing, vf, -np.log(weight), carry)
     new_state = EmaState(weight, spacing, float(sf[-1]), mean, mass)
     if all_finite:
         return smoothed, new_state
@@ -116,6 +123,27 @@ def _debiased_ema(
     # NOTE: the row's e^{-R} factor cancels in the ratio but not in the state handed to the next call.
     last_shrink = float(np.exp(-relative.reshape(-1)[n - 1])) if not overflow[-1] else 1.0
     return flat_mean / flat_mass * scale, float(flat_mean[-1]) * last_shrink * scale, float(flat_mass[-1]) * last_shrink
+
+
+def _constant_gap_ema(
+    v: np.ndarray, first_alpha: float, alpha: float, carry: tuple[float, float, float] | None
+) -> tuple[np.ndarray, float, float]:
+    """The recurrences when every α after the first is the same: m through `scipy.signal.lfilter` (one pass
+    in C), and d_i = 1 - α^i (1 - d_0) in closed form, computed only while it differs from 1."""
+    mean_before, mass_before = (carry[1], carry[2]) if carry else (0.0, 0.0)
+    first_mean = first_alpha * mean_before + (1 - first_alpha) * float(v[0])
+    first_mass = first_alpha * mass_before + (1 - first_alpha)
+    n = len(v)
+    mean = np.empty(n)
+    mean[0] = first_mean
+    if n > 1:
+        mean[1:] = lfilter([1.0 - alpha], [1.0, -alpha], v[1:], zi=[alpha * first_mean])[0]
+    # α^i (1 - d_0) < 2^-60 leaves 1.0 exactly, so only a head of the series needs dividing.
+    head = min(n, int(np.ceil(-60 * np.log(2) / np.log(alpha))) + 1) if 0 < alpha < 1 else n
+    mass_head = 1.0 - alpha ** np.arange(head, dtype=np.float64) * (1.0 - first_mass)
+    last_mean, last_mass = float(mean[-1]), float(mass_head[-1]) if head == n else 1.0
+    mean[:head] /= mass_head  # now the smoothed curve
+    return mean, last_mean, last_mass
 
 
 def _row_pointwise(step_decay: np.ndarray, values: np.ndarray, mean: float, mass: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,7 @@
 """Event protos -> frozen value objects, for every scalar/histogram/text form that TensorBoard-family writers use."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -8,7 +9,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from instrumentation.format import metadata, protos
-from instrumentation.format.columns import scalar_columns
+from instrumentation.format.columns import plain_scalar_mask, runs_of, scalar_columns
 from instrumentation.format.histogram import buckets_from_histo, buckets_from_tensor, moments_from_buckets
 from instrumentation.format.tensors import tensor_to_numpy
 from instrumentation.format.values import Event, HistogramValue, PluginValue, ScalarValue, SummaryValue, TextValue
@@ -122,6 +123,9 @@ def _scalar_event(tag: str, step: int, wall_time: float, value: float, new: Any 
 
 _BATCH_RECORDS = 4096
 _MIN_COLUMN_RECORDS = 16
+_MIN_SEGMENT_RECORDS = 4  # a shorter run of plain scalars inside a mixed batch is decoded one by one
+
+Columns = tuple[list[str], list[int], list[float], list[float]]
 
 
 class RecordDecoder:
@@ -132,30 +136,60 @@ class RecordDecoder:
 
     def decode(self, records: list[bytes]) -> list[Event]:
         events: list[Event] = []
-        for start in range(0, len(records), _BATCH_RECORDS):
-            self._decode_batch(records[start:start + _BATCH_RECORDS], events, columns_failed=False)
+        extend = events.extend
+        self.decode_into(records, lambda columns: extend(map(_scalar_event, *columns)), events.append)
         return events
 
-    def _decode_batch(self, records: list[bytes], out: list[Event], columns_failed: bool) -> None:
-        columns = None if columns_failed or len(records) < _MIN_COLUMN_RECORDS else scalar_columns(records)
+    def decode_into(self, records: list[bytes], columnar: Callable[[Columns], object],
+                    single: Callable[[Event], object]) -> None:
+        """Hands every record over in file order: runs of plain scalar records as columns to `columnar`
+        ((tags, steps, wall_times, values) lists), every other record as a decoded Event to `single`.
+
+        A batch of `_BATCH_RECORDS` is first parsed columnar whole; if that fails (histograms, text, step 0
+        or the file_version record among the scalars) it is split at the records that are not plain scalars
+        (`plain_scalar_mask`), each run of plain scalars is parsed columnar and the others one by one.
+        """
+        for start in range(0, len(records), _BATCH_RECORDS):
+            batch = records[start:start + _BATCH_RECORDS]
+            columns = scalar_columns(batch) if len(batch) >= _MIN_COLUMN_RECORDS else None
+            if columns is not None:
+                columnar(columns)
+                continue
+            if len(batch) < _MIN_COLUMN_RECORDS:
+                self._one_by_one(batch, single)
+                continue
+            for lo, hi, plain in runs_of(plain_scalar_mask(batch)):
+                if plain and hi - lo >= _MIN_SEGMENT_RECORDS:
+                    self._decode_run(batch[lo:hi], columnar, single, columns_failed=False)
+                else:
+                    self._one_by_one(batch[lo:hi], single)
+
+    def _decode_run(self, records: list[bytes], columnar: Callable[[Columns], object],
+                    single: Callable[[Event], object], columns_failed: bool) -> None:
+        columns = None if columns_failed else scalar_columns(records)
         if columns is not None:
-            out.extend(map(_scalar_event, *columns))
+            columnar(columns)
             return
         half = len(records) // 2
         if half >= _MIN_COLUMN_RECORDS:
-            # Bisect while one half is plain scalars (e.g. the file_version record leading a batch); when both
-            # halves fail the batch is mixed, so decode it one by one instead of re-parsing it ever smaller.
+            # Bisect while one half is plain scalars; when both halves fail, decode one by one instead of
+            # re-parsing ever smaller parts.
             left, right = records[:half], records[half:]
             left_columns, right_columns = scalar_columns(left), scalar_columns(right)
             if left_columns is not None or right_columns is not None:
                 for part, part_columns in ((left, left_columns), (right, right_columns)):
                     if part_columns is not None:
-                        out.extend(map(_scalar_event, *part_columns))
+                        columnar(part_columns)
                     else:
-                        self._decode_batch(part, out, columns_failed=True)
+                        self._decode_run(part, columnar, single, columns_failed=True)
                 return
+        self._one_by_one(records, single)
+
+    def _one_by_one(self, records: list[bytes], single: Callable[[Event], object]) -> None:
         for data in records:
             try:
-                out.append(decode_event(parse_event(data)))
+                event = decode_event(parse_event(data))
             except (DecodeError, ValueError, TypeError, IndexError):  # intact framing around bytes we cannot use
                 self.failures += 1
+                continue
+            single(event)
