@@ -140,19 +140,24 @@ def _collect(results: dict[int, tuple[Tensor, np.ndarray]], tensor: Tensor, arra
 
 
 def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
+    # NOTE: events are built as tuple.__new__(OpEvent, values): a NamedTuple's own __new__ is a Python call (~2x).
     name = fn.name + "Backward"
-    parents = fn.parents
-    event = _hooks.OpEvent(name, "backward", fn.module, _hooks._step, (grad.shape,), (_hooks.dtype_name(grad.dtype),), (grad,),
-                           time_ns=time.perf_counter_ns())
+    parents, module, step, shapes, dtypes = fn.parents, fn.module, _hooks._step, (grad.shape,), (_hooks.dtype_name(grad.dtype),)
     if _hooks.op_start:
-        _hooks.emit(_hooks.op_start, event)
+        _hooks.emit(_hooks.op_start, _new_tuple(_hooks.OpEvent, (name, "backward", module, step, shapes, dtypes, (grad,),
+                                                                  (), 0, time.perf_counter_ns())))
     in_grads = fn.backward(grad)
     if _hooks.op_end:
-        outputs = tuple(g for g, p in zip(in_grads, parents) if g is not None)
-        _hooks.emit(_hooks.op_end, _hooks.OpEvent(name, "backward", fn.module, event.step, event.input_shapes,
-                                                  event.input_dtypes, event.inputs, outputs,
-                                                  sum(int(g.nbytes) for g in outputs), time.perf_counter_ns()))
+        outputs = tuple([g for g, p in zip(in_grads, parents) if g is not None])
+        nbytes = 0
+        for g in outputs:
+            nbytes += int(g.nbytes)
+        _hooks.emit(_hooks.op_end, _new_tuple(_hooks.OpEvent, (name, "backward", module, step, shapes, dtypes, (grad,),
+                                                                outputs, nbytes, time.perf_counter_ns())))
     return in_grads
+
+
+_new_tuple = tuple.__new__
 
 
 def _free(fn: Function, retain_graph: bool) -> None:

@@ -145,17 +145,17 @@ class MemoryTracker:
         self._flush()
 
     def step_end(self, event: hooks.StepEvent) -> None:
-        step, add_scalar = event.step, self.writer.add_scalar
+        step, scalars = event.step, {}
         if self.leak_settings is not None:
             self._group_history.append((step, {key: (group[0], group[1]) for key, group in self._groups.items()}))
         for device, tally in self._tallies.items():
             prefix = tally.prefix
-            add_scalar(prefix + "allocated_bytes", tally.allocated, step)
-            add_scalar(prefix + "reserved_bytes", tally.allocated, step)  # NOTE: no pool on the CPU: reserved = allocated
-            add_scalar(prefix + "peak_bytes", tally.step_peak, step)
-            add_scalar(prefix + "live_tensors", memory.stats(device).live_tensors, step)
+            scalars[prefix + "allocated_bytes"] = tally.allocated
+            scalars[prefix + "reserved_bytes"] = tally.allocated  # NOTE: no pool on the CPU: reserved = allocated
+            scalars[prefix + "peak_bytes"] = tally.step_peak
+            scalars[prefix + "live_tensors"] = memory.stats(device).live_tensors
             for category in tally.categories:
-                add_scalar(f"{prefix}{category}_bytes", tally.peak_categories.get(category, 0), step)
+                scalars[f"{prefix}{category}_bytes"] = tally.peak_categories.get(category, 0)
             tally.step_peak, tally.peak_categories = tally.allocated, tally.categories.copy()
             if tally.window is not None:
                 found = tally.window.observe(step, tally.allocated)
@@ -163,11 +163,21 @@ class MemoryTracker:
                     self._report_leak(device, tally, found, step)
             if tally.pending_peak is not None:
                 self._write_peak(device, tally)
+        found = None
         if self._host is not None and step % self.host_every_steps == 0:
-            rss, found = self._host.observe(step)
-            add_scalar("mem/host/rss_bytes", rss, step)
-            if found is not None:
-                self._report_host_growth(found, step)
+            scalars["mem/host/rss_bytes"], found = self._host.observe(step)
+        self._log(scalars, step)
+        if found is not None:
+            self._report_host_growth(found, step)
+
+    def _log(self, scalars: dict[str, int], step: int) -> None:
+        """One queue item per step when the writer has ``add_scalar_dict`` (the same events as add_scalar each)."""
+        many = getattr(self.writer, "add_scalar_dict", None)
+        if many is not None:
+            many(scalars, step)
+            return
+        for tag, value in scalars.items():
+            self.writer.add_scalar(tag, value, step)
 
     # --- public ------------------------------------------------------------------------------------------
     def snapshot(self, reason: str = "manual", device: str = "cpu") -> str | None:

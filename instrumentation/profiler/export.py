@@ -39,7 +39,8 @@ def flops_of(op: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ..
 def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> dict[str, Any]:
     """The trace of what ``recorder`` holds: ops, derived module spans, spans and memory counters."""
     pid = os.getpid()
-    starts = [r[4] for r in recorder.ops[:1]] + [s[2] for s in recorder.spans[:1]] + [recorder.started_ns]
+    ops = recorder.ops
+    starts = [r[4] for r in ops[:1]] + [s[2] for s in recorder.spans[:1]] + [recorder.started_ns]
     base_ns = min(starts)
     wall_at_zero = time.time() - (time.perf_counter_ns() - base_ns) / 1e9
 
@@ -50,8 +51,8 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
         {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"flowscope {socket.gethostname()}"}},
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": fmt.TID_HOST, "args": {"name": "training thread"}},
     ]
-    stacks = recorder.stacks if len(recorder.stacks) == len(recorder.ops) else None
-    for index, (op, phase, module, step, start, end, shapes, dtypes, nbytes) in enumerate(recorder.ops):
+    stacks = recorder.stacks if len(recorder.stacks) == len(ops) else None
+    for index, (op, phase, module, step, start, end, shapes, dtypes, nbytes) in enumerate(ops):
         args = {fmt.ARG_STEP: step, fmt.ARG_MODULE: module, fmt.ARG_PHASE: phase,
                 fmt.ARG_SHAPES: fmt.format_shapes(shapes), fmt.ARG_DTYPE: ",".join(dtypes), fmt.ARG_BYTES: nbytes}
         flops = flops_of(op, shapes, dtypes, nbytes) if shapes else None
@@ -61,7 +62,7 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
             args[fmt.ARG_STACK] = list(stacks[index])
         events.append({"ph": "X", "cat": fmt.CAT_OP, "name": op, "ts": us(start), "dur": (end - start) / 1000.0,
                        "pid": pid, "tid": fmt.TID_HOST, "args": args})
-    for path, phase, step, start, end in module_spans(recorder.ops):
+    for path, phase, step, start, end in module_spans(ops):
         events.append({"ph": "X", "cat": fmt.CAT_MODULE, "name": path, "ts": us(start), "dur": (end - start) / 1000.0,
                        "pid": pid, "tid": fmt.TID_HOST, "args": {fmt.ARG_STEP: step, fmt.ARG_PHASE: phase}})
     for category, name, start, end, step in recorder.spans:

@@ -141,7 +141,7 @@ class profile:
         recorder, self._recorder = self._recorder, None
         recorder.stop()
         remove_sink(recorder)
-        if not recorder.ops and not recorder.spans:
+        if not recorder.op_count and not recorder.spans:
             return
         trace = build_trace(recorder, self.schedule.as_dict() if isinstance(self.schedule, Schedule) else None)
         path = write_capture(self.logdir, trace) if self.logdir is not None else None

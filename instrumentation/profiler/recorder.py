@@ -8,11 +8,15 @@ from typing import Any
 
 from engine import hooks, memory
 
-# Record layouts (plain tuples appended to lists: the cheapest thing per op that CPython offers).
-#   ops:      (op, phase, module, step, start_ns, end_ns, input_shapes, input_dtypes, output_bytes)
+# What is kept per op is a few ints in flat lists (no per-op object survives, so recording adds no work for the
+# cycle collector); names, shapes and dtypes are interned once per distinct (op, phase, module, shapes, dtypes).
+#   op key:   (op, phase, module, input_shapes, input_dtypes)              -> its index in _op_keys
+#   op data:  OP_STRIDE ints per op: key index, step, start_ns, end_ns, output_bytes
+#   memory:   profile_memory: the engine's allocated bytes (cpu) after each op, aligned with the ops
 #   spans:    (category, name, start_ns, end_ns, step)        category: instrumentation.format.trace CAT_*
-#   memory:   (time_ns, device, allocated_bytes)               sampled after each op
-# Module spans are not hooked (two more events per module call): export derives them from each op's module path.
+# ``ops`` and ``memory`` rebuild the readable tuples for export. Module spans are not hooked (two more events per
+# module call): export derives them from each op's module path.
+OP_STRIDE = 5
 
 
 class Recorder:
@@ -29,14 +33,14 @@ class Recorder:
         self.profile_memory = profile_memory
         self.with_stack = with_stack
         self.stacks: list[tuple[str, ...]] = []  # with_stack: the caller's frames of each op, aligned with ops
-        self.ops: list[tuple] = []
         self.spans: list[tuple] = []
-        self.memory: list[tuple] = []
         self.steps_seen = 0  # step_end events while recording
-        self._op_start_ns = 0
+        self._op_keys: list[tuple] = []
+        self._op_codes: dict[tuple, int] = {}
+        self._op_data: list[int] = []
+        self._memory_data: list[int] = []
         self._step_start_ns: int | None = None
         self._optimizer_start_ns = 0
-        self._memory_stats = memory.stats
         self._observer: Any = None
         self.started_ns = self.stopped_ns = 0
 
@@ -60,7 +64,8 @@ class Recorder:
         return self._observer is not None
 
     def clear(self) -> None:
-        self.ops, self.spans, self.memory, self.stacks = [], [], [], []
+        # NOTE: in place: the observer's closures hold these very lists
+        del self._op_data[:], self._memory_data[:], self.stacks[:], self.spans[:]
         self.steps_seen = 0
         self._step_start_ns = None
         self.started_ns = time.perf_counter_ns()
@@ -68,18 +73,33 @@ class Recorder:
     def add_span(self, category: str, name: str, start_ns: int, end_ns: int) -> None:
         self.spans.append((category, name, start_ns, end_ns, hooks._step))
 
-    # --- hook methods (bound into a small observer object; see _observer_for) -------------------------------
-    def op_start(self, event: hooks.OpEvent) -> None:
-        self._op_start_ns = event.time_ns
+    # --- what was recorded, readable ------------------------------------------------------------------------
+    @property
+    def op_count(self) -> int:
+        return len(self._op_data) // OP_STRIDE
 
-    def op_end(self, event: hooks.OpEvent) -> None:
-        if self.record_shapes:
-            self.ops.append((event.op, event.phase, event.module, event.step, self._op_start_ns, event.time_ns,
-                             event.input_shapes, event.input_dtypes, event.output_bytes))
-        else:
-            self.ops.append((event.op, event.phase, event.module, event.step, self._op_start_ns, event.time_ns,
-                             (), (), event.output_bytes))
+    @property
+    def ops(self) -> list[tuple]:
+        """(op, phase, module, step, start_ns, end_ns, input_shapes, input_dtypes, output_bytes) per op."""
+        keys, data = self._op_keys, self._op_data
+        return [keys[data[i]][:3] + (data[i + 1], data[i + 2], data[i + 3]) + keys[data[i]][3:] + (data[i + 4],)
+                for i in range(0, len(data), OP_STRIDE)]
 
+    @property
+    def memory(self) -> list[tuple[int, str, int]]:
+        """(time_ns, device, allocated_bytes) sampled at the end of each op (profile_memory)."""
+        data = self._memory_data
+        return [(data_end, "cpu", allocated) for data_end, allocated in zip(self._op_data[3::OP_STRIDE], data)]
+
+    def op_code(self, key: tuple) -> int:
+        """The index of an op key (see the layout above), interning it on first sight."""
+        code = self._op_codes.get(key)
+        if code is None:
+            code = self._op_codes[key] = len(self._op_keys)
+            self._op_keys.append(key)
+        return code
+
+    # --- hook methods (op_start/op_end are closures built by _observer_for) ---------------------------------------
     def step_begin(self, event: hooks.StepEvent) -> None:
         self._step_start_ns = event.time_ns
 
@@ -107,27 +127,36 @@ class Recorder:
         self.spans.append(("optimizer", type(event.optimizer).__name__ + ".step", self._optimizer_start_ns,
                            event.time_ns, event.step))
 
-    def op_start_with_stack(self, event: hooks.OpEvent) -> None:
-        self._op_start_ns = event.time_ns
-        self.stacks.append(_user_frames())
 
-    def op_end_with_memory(self, event: hooks.OpEvent) -> None:
-        self.op_end(event)
-        self.memory.append((event.time_ns, "cpu", self._memory_stats("cpu").allocated_bytes))
-
-
-_HOOKS = ("op_start", "op_end", "step_begin", "step_end", "data_wait", "optimizer_step_begin", "optimizer_step_end")
+_HOOKS = ("step_begin", "step_end", "data_wait", "optimizer_step_begin", "optimizer_step_end")
 
 
 def _observer_for(recorder: Recorder) -> Any:
-    """An object exposing only the hook methods wanted; with ``profile_memory`` op_end also samples the allocator."""
+    """An object exposing only the hook methods wanted. ``op_start``/``op_end`` are closures over the recorder's
+    lists (a few list operations per op: no attribute lookups, no object kept per op)."""
     observer = type("ProfilerObserver", (), {})()
     for name in _HOOKS:
         setattr(observer, name, getattr(recorder, name))
-    if recorder.profile_memory:
-        observer.op_end = recorder.op_end_with_memory
-    if recorder.with_stack:
-        observer.op_start = recorder.op_start_with_stack
+    start_ns = [0]
+    extend, codes, intern = recorder._op_data.extend, recorder._op_codes, recorder.op_code
+    sample, allocated = recorder._memory_data.append, memory.allocated_bytes
+    with_stack, stacks, shapes, memory_on = recorder.with_stack, recorder.stacks, recorder.record_shapes, recorder.profile_memory
+
+    def op_start(event: hooks.OpEvent) -> None:
+        start_ns[0] = event.time_ns
+        if with_stack:
+            stacks.append(_user_frames())
+
+    def op_end(event: hooks.OpEvent) -> None:
+        key = ((event.op, event.phase, event.module, event.input_shapes, event.input_dtypes) if shapes
+               else (event.op, event.phase, event.module, (), ()))
+        code = codes.get(key)
+        extend((intern(key) if code is None else code, event.step, start_ns[0], event.time_ns, event.output_bytes))
+        if memory_on:
+            sample(allocated("cpu"))
+
+    observer.op_end = op_end
+    observer.op_start = op_start
     return observer
 
 
