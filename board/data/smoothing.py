@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import lfilter
 
 SPACING_SAMPLE = 1000
 _MAX_LOG_SPAN = 500.0  # e**500 · (values scaled to |v| <= 1) · 65536 terms stays far from float64 overflow
@@ -58,10 +57,9 @@ def ema(steps: np.ndarray, values: np.ndarray, weight: float, state: EmaState | 
     if len(vf) == 0:
         return values.copy(), state
     carry = (state.last_step / spacing, state.mean, state.mass) if state is not None else None
-    gaps = np.diff(sf)
-    if len(gaps) and gaps.min() == gaps.max():  # evenly spaced (the usual case): one linear filter in C
+    if len(sf) > 1 and _evenly_spaced(sf):  # the usual case: one α for every point after the first
         first_gap = (float(sf[0]) - state.last_step) / spacing if state is not None else 1.0
-        alphas = weight ** first_gap, weight ** (float(gaps[0]) / spacing)
+        alphas = weight ** first_gap, weight ** (float(sf[1] - sf[0]) / spacing)
         smoothed, mean, mass = _constant_gap_ema(vf, *alphas, carry)
     else:
         smoothed, mean, mass = _debiased_ema(sf.astype(np.float64) / spacing, vf, -np.log(weight), carry)
@@ -71,6 +69,15 @@ def ema(steps: np.ndarray, values: np.ndarray, weight: float, state: EmaState | 
     out = values.copy()
     out[finite] = smoothed
     return out, new_state
+
+
+def _evenly_spaced(steps: np.ndarray) -> bool:
+    """Whether every gap is the same; O(1) for integer steps 0, 1, 2, … apart by one (n-1 gaps of at least 1
+    each, as strictly increasing integers are, summing to n-1 are all 1)."""
+    if steps.dtype.kind in "iu" and int(steps[-1]) - int(steps[0]) == len(steps) - 1:
+        return True
+    gaps = np.diff(steps)
+    return bool(gaps.min() == gaps.max())
 
 
 def _debiased_ema(
@@ -128,8 +135,8 @@ def _debiased_ema(
 def _constant_gap_ema(
     v: np.ndarray, first_alpha: float, alpha: float, carry: tuple[float, float, float] | None
 ) -> tuple[np.ndarray, float, float]:
-    """The recurrences when every α after the first is the same: m through `scipy.signal.lfilter` (one pass
-    in C), and d_i = 1 - α^i (1 - d_0) in closed form, computed only while it differs from 1."""
+    """The recurrences when every α after the first is the same: m by `linear_recurrence` (a few numpy passes),
+    and d_i = 1 - α^i (1 - d_0) in closed form, computed only while it differs from 1."""
     mean_before, mass_before = (carry[1], carry[2]) if carry else (0.0, 0.0)
     first_mean = first_alpha * mean_before + (1 - first_alpha) * float(v[0])
     first_mass = first_alpha * mass_before + (1 - first_alpha)
@@ -137,13 +144,57 @@ def _constant_gap_ema(
     mean = np.empty(n)
     mean[0] = first_mean
     if n > 1:
-        mean[1:] = lfilter([1.0 - alpha], [1.0, -alpha], v[1:], zi=[alpha * first_mean])[0]
+        mean[1:] = linear_recurrence(alpha, v[1:], first_mean, gain=1.0 - alpha)
     # α^i (1 - d_0) < 2^-60 leaves 1.0 exactly, so only a head of the series needs dividing.
     head = min(n, int(np.ceil(-60 * np.log(2) / np.log(alpha))) + 1) if 0 < alpha < 1 else n
     mass_head = 1.0 - alpha ** np.arange(head, dtype=np.float64) * (1.0 - first_mass)
     last_mean, last_mass = float(mean[-1]), float(mass_head[-1]) if head == n else 1.0
     mean[:head] /= mass_head  # now the smoothed curve
     return mean, last_mean, last_mass
+
+
+_MAX_ROW_LOG_SPAN = 200.0  # a row's weights span e^200 at most: far from overflow for |b| up to 1e100
+
+
+def linear_recurrence(a: float, b: np.ndarray, before: float, gain: float = 1.0) -> np.ndarray:
+    """y_i = a·y_{i-1} + gain·b_i with y_{-1} = `before`, for 0 < a <= 1, without a Python loop over points.
+
+    Rows of width W of a (rows, W) reshape are solved at once in closed form, y_j = a^j Σ_{t<=j} a^{-t} b_t
+    (one cumsum), W chosen so that a^{-W} stays within e^200; the value each row starts from is the same
+    recurrence over the rows' last values with coefficient a^W (solved recursively), added as a^{j+1}·carry.
+    Each term is scaled back by a^j before it meets the others, so rounding stays that of the point loop.
+    """
+    n = len(b)
+    if n == 0:
+        return np.empty(0)
+    log_a = float(np.log(a))
+    if log_a < -40:  # a < 4e-18: a² y_{i-2} is below rounding, so y_i = b_i + a·b_{i-1} (the rows' carries land here)
+        out = np.multiply(b, gain, dtype=np.float64)
+        out[0] += a * before
+        out[1:] += a * out[:-1].copy()
+        return out
+    width = n if log_a == 0 else int(min(n, max(1, _MAX_ROW_LOG_SPAN // -log_a), 1 << 16))
+    rows, full = -(-n // width), n // width
+    j = np.arange(width, dtype=np.float64)
+    grow, shrink = gain * np.exp(-log_a * j), np.exp(log_a * j)
+    block = np.empty((rows, width))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is detected on `ends` below
+        np.multiply(b[:full * width].reshape(full, width), grow, out=block[:full])
+        if full < rows:
+            block[-1] = 0.0
+            block[-1, :n - full * width] = b[full * width:] * grow[:n - full * width]
+        np.cumsum(block, axis=1, out=block)
+        ends = block[:, -1] * shrink[-1]
+    if not np.isfinite(ends).all():  # |b| near the float64 limit: a^{-t} b_t overflowed; solve scaled down
+        peak = float(np.max(np.abs(b)))
+        return linear_recurrence(a, b / peak, before / peak, gain) * peak
+    starts = np.empty(rows)
+    starts[0] = before
+    if rows > 1:
+        starts[1:] = linear_recurrence(float(np.exp(log_a * width)), ends[:-1], before)
+    block += (a * starts)[:, None]
+    block *= shrink
+    return block.reshape(-1)[:n]
 
 
 def _row_pointwise(step_decay: np.ndarray, values: np.ndarray, mean: float, mass: float) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,7 @@ import pytest
 
 from board.data.export import scalars_json, scalars_json_bytes
 from board.data.series import ScalarColumns
-from board.data.smoothing import _debiased_ema, ema
+from board.data.smoothing import _debiased_ema, ema, linear_recurrence
 from test_board_smoothing import reference  # the documented recurrence, one point at a time
 
 
@@ -57,3 +57,24 @@ def test_scalars_json_bytes_equal_the_documented_document(start: int) -> None:
     assert json.loads(scalars_json_bytes("r", "t", columns, 0, 0))["values"][:2] == [0.1, 1e-7]
     nonfinite = json.loads(scalars_json_bytes("r", "t", ScalarColumns(steps, steps * 1.0, values), 0))["values"]
     assert nonfinite[2:5] == ["NaN", "Infinity", "-Infinity"]
+
+
+@pytest.mark.parametrize(("a", "scale"), [(0.6, 1.0), (0.999, 1.0), (1e-30, 1.0), (1.0, 1.0), (0.5, 1e306)])
+def test_linear_recurrence_equals_the_loop(a: float, scale: float) -> None:
+    b = np.random.default_rng(8).normal(size=70_001) * scale
+    expected, y = np.empty(len(b)), 0.25 * scale
+    for i, value in enumerate(b.tolist()):
+        y = a * y + 0.5 * value
+        expected[i] = y
+    ours = linear_recurrence(a, b, 0.25 * scale, gain=0.5)
+    np.testing.assert_allclose(ours, expected, rtol=1e-9, atol=1e-9 * scale * (1 if a < 1 else 300))
+
+
+def test_the_board_does_not_import_scipy_signal() -> None:
+    """scipy.signal costs about 1.4 s and 70 MiB at start-up; the even-spacing EMA needs only numpy."""
+    import subprocess
+    import sys
+
+    code = "import sys, board.app; print('scipy.signal' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
