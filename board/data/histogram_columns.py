@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from board.data.series import RestartingSeries
 from instrumentation.format.values import HistogramValue
 
 
@@ -98,25 +99,13 @@ class HistogramColumns:
                                 np.concatenate(counts), np.concatenate(edges))
 
 
-class HistogramSeries:
+class HistogramSeries(RestartingSeries):
     """Histograms of one tag in step order; a step <= the last one supersedes every later-or-equal step."""
 
-    __slots__ = ("_columns", "_chunks", "_length", "_last_step", "revision", "superseded")
+    __slots__ = ()
 
     def __init__(self, initial: HistogramColumns | None = None) -> None:
-        self._columns = initial if initial is not None else HistogramColumns.empty()
-        self._chunks: list[HistogramColumns] = []
-        self._length = len(self._columns)
-        self._last_step = int(self._columns.steps[-1]) if self._length else None
-        self.revision = 0
-        self.superseded = 0
-
-    def __len__(self) -> int:
-        return self._length
-
-    @property
-    def last_step(self) -> int | None:
-        return self._last_step
+        super().__init__(initial if initial is not None else HistogramColumns.empty())
 
     @property
     def points(self) -> list[HistogramPoint]:
@@ -127,23 +116,12 @@ class HistogramSeries:
 
     def extend(self, columns: HistogramColumns) -> None:
         """Append histograms in the order they were written, applying the restart rule."""
-        steps = columns.steps
-        if len(steps) == 0:
-            return
-        breaks = np.flatnonzero(steps[1:] <= steps[:-1]) + 1
-        bounds = [0, *breaks.tolist(), len(steps)]
-        for start, stop in zip(bounds[:-1], bounds[1:]):
-            first = int(steps[start])
-            if self._last_step is not None and first <= self._last_step:
-                whole = self.columns()
-                keep = int(np.searchsorted(whole.steps, first, side="left"))
-                self.superseded += len(whole) - keep
-                self._columns = whole.slice(0, keep)
-                self._length = keep
-                self.revision += 1
-            self._chunks.append(columns if (start, stop) == (0, len(steps)) else columns.slice(start, stop))
-            self._length += stop - start
-            self._last_step = int(steps[stop - 1])
+        if len(columns):
+            self._append_runs(columns.steps, lambda start, stop: columns if (start, stop) == (0, len(columns))
+                              else columns.slice(start, stop))
+
+    def _head(self, columns: HistogramColumns, keep: int) -> HistogramColumns:
+        return columns.slice(0, keep)
 
     def columns(self) -> HistogramColumns:
         """Every histogram; appended chunks are merged once, on the first read after they arrive."""
