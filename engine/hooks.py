@@ -34,6 +34,7 @@ optimizer_step_begin: list = []
 optimizer_step_end: list = []
 
 _observers: list[Any] = []
+_owners: dict[int, tuple[Any, str]] = {}  # id(subscribed method) -> (observer, hook point)
 _reported: set[tuple[int, str]] = set()
 
 # Where the training thread is: module path stack (the sentinel "" is the top level), phase and step.
@@ -133,7 +134,8 @@ def subscribe(observer: Any) -> Any:
     _observers.append(observer)
     for name, method in methods:
         if callable(method):
-            globals()[name].append(_guarded(observer, name, method))
+            _owners[id(method)] = (observer, name)
+            globals()[name].append(method)
     return observer
 
 
@@ -144,7 +146,11 @@ def unsubscribe(observer: Any) -> None:
         return
     _observers[:] = kept
     for name in HOOK_POINTS:
-        globals()[name][:] = [h for h in globals()[name] if h.observer is not observer]
+        points = globals()[name]
+        for hook in points:
+            if _owners[id(hook)][0] is observer:
+                del _owners[id(hook)]
+        points[:] = [h for h in points if id(h) in _owners]
     # NOTE: failures are keyed by id(observer); forget them, or a later observer reusing the id is never reported.
     _reported.difference_update([key for key in _reported if key[0] == id(observer)])
 
@@ -153,26 +159,14 @@ def observers() -> tuple[Any, ...]:
     return tuple(_observers)
 
 
-class _guarded:
-    """Calls an observer's method; reports its first failure per hook point and swallows the rest."""
-
-    __slots__ = ("observer", "name", "method")
-
-    def __init__(self, observer: Any, name: str, method: Any) -> None:
-        self.observer, self.name, self.method = observer, name, method
-
-    def __call__(self, event: Any) -> None:
-        try:
-            self.method(event)
-        except PropagatingError:
-            raise
-        except Exception as error:  # noqa: BLE001 - observing must never break training
-            key = (id(self.observer), self.name)
-            if key not in _reported:
-                _reported.add(key)
-                print(f"engine.hooks: observer {type(self.observer).__name__}.{self.name} failed and is "
-                      f"skipped for this event ({type(error).__name__}: {error}); further failures are not "
-                      "reported", file=sys.stderr)
+def _report_failure(hook: Any, error: Exception) -> None:
+    """Say once per observer and hook point that an observer failed; the event is skipped for it."""
+    observer, name = _owners.get(id(hook), (hook, getattr(hook, "__name__", "?")))
+    key = (id(observer), name)
+    if key not in _reported:
+        _reported.add(key)
+        print(f"engine.hooks: observer {type(observer).__name__}.{name} failed and is skipped for this event "
+              f"({type(error).__name__}: {error}); further failures are not reported", file=sys.stderr)
 
 
 _dtype_names: dict[Any, str] = {}
@@ -187,8 +181,14 @@ def dtype_name(dtype: Any) -> str:
 
 
 def emit(points: list, event: Any) -> None:
+    """Call every subscribed method of a hook point (the lists hold the bound methods themselves: one call each)."""
     for hook in points:
-        hook(event)
+        try:
+            hook(event)
+        except PropagatingError:
+            raise
+        except Exception as error:  # noqa: BLE001 - observing must never break training
+            _report_failure(hook, error)
 
 
 # --- where the training thread is -------------------------------------------------------------------
