@@ -29,7 +29,12 @@ test: $(VENV)/.installed-test
 	$(PY) -m pytest
 
 bench: $(VENV)/.installed-test
-	$(PY) bench/engine_step.py
+	$(PY) bench/engine_step.py --threads 1
+	$(PY) bench/writer.py
+	$(PY) bench/board_ingest.py --skip-python-loader
+	$(PY) bench/watch_overhead.py
+	$(PY) bench/profiler_overhead.py
+	$(PY) bench/memory_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
