@@ -23,7 +23,8 @@ from engine.nn import functional as F  # noqa: E402
 from instrumentation import SummaryWriter, watch  # noqa: E402
 
 BATCH = 64
-VARIANTS = {"off": None, "defaults": {}, "check_numerics": {"check_numerics": True}, "every=10": {"every": 10}}
+VARIANTS = {"off": None, "defaults": {}, "defaults, no memory tracker": {"memory": False},
+            "check_numerics": {"check_numerics": True}, "every=10": {"every": 10}}
 TARGETS = {"defaults": 1.05, "check_numerics": 1.3}
 
 
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
           f"interleaved repeats; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     print(f"defaults = scalars every step, histograms every 100 steps; targets: defaults <= {TARGETS['defaults']}x, "
           f"check_numerics <= {TARGETS['check_numerics']}x\n")
-    print(f"{'model':<15} {'variant':<15} {'ms/step':>9} {'ratio':>7}  target")
+    print(f"{'model':<15} {'variant':<28} {'ms/step':>9} {'ratio':>7}  target")
     with threadpool_limits(1), tempfile.TemporaryDirectory() as logdir:
         for label, model in models().items():
             steps = args.steps if label.startswith("MLP") else max(args.steps // 5, 5)
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
                 ratio = ms / medians["off"]
                 target = TARGETS.get(name)
                 verdict = "" if target is None else (f"<= {target}x " + ("ok" if ratio <= target else "MISSED"))
-                print(f"{label:<15} {name:<15} {ms:9.3f} {ratio:6.2f}x  {verdict}")
+                print(f"{label:<15} {name:<28} {ms:9.3f} {ratio:6.2f}x  {verdict}")
 
 
 if __name__ == "__main__":
