@@ -1,13 +1,12 @@
 """EventFileReader: incremental reads of an event file that may still be being written."""
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 from instrumentation.format.column_batch import ScalarBatch, ScalarBatchBuilder
 from instrumentation.format.decode import RecordDecoder
+from instrumentation.format.gcpause import gc_paused
 from instrumentation.format.records import FOOTER_BYTES, HEADER_BYTES, scan_records
 from instrumentation.format.values import Event
 
@@ -47,7 +46,7 @@ class EventFileReader:
         """Events since the last call (at most `max_records`); [] when nothing complete was appended."""
         events: list[Event] = []
         decoder = RecordDecoder()
-        with _gc_paused():
+        with gc_paused():
             for records in self._scan(max_records):
                 events.extend(decoder.decode(records))
         self.corrupt_records += decoder.failures
@@ -61,7 +60,7 @@ class EventFileReader:
         """
         builder = ScalarBatchBuilder()
         decoder = RecordDecoder()
-        with _gc_paused():
+        with gc_paused():
             for records in self._scan(max_records):
                 builder.add(decoder, records)
         self.corrupt_records += decoder.failures
@@ -89,16 +88,3 @@ class EventFileReader:
 
     def __repr__(self) -> str:
         return f"EventFileReader({self.path!r}, offset={self.offset}, corrupt_records={self.corrupt_records})"
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    # NOTE: building ~10^6 small objects with the cyclic GC on costs about twice as much (each gen-0 pass
-    # walks the survivors); they hold no cycles, so collection is paused while a read decodes.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
