@@ -28,7 +28,7 @@ def create_app(config: BoardConfig, store: LogdirStore | None = None) -> Dash:
     )
     store = store if store is not None else LogdirStore(config.logdir, config.reload_interval, config.cache_root)
     app.server.extensions[EXTENSION] = BoardContext(config=config, store=store, smoothing=SmoothingCache())
-    install_guard(app.server, config.token)
+    install_guard(app.server, config.token, loopback_only=config.is_loopback and config.token is None)
     # Dash answers a component-suite path that names no registered library (e.g. "../..") with an exception.
     app.server.register_error_handler(DependencyException, lambda error: json_error(404, "no such file"))
     app.server.register_blueprint(api)

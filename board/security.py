@@ -12,11 +12,27 @@ TOKEN_PARAMETER = "token"
 TOKEN_COOKIE = "flowscope_token"
 
 
-def install_guard(server: Flask, token: str | None) -> None:
-    """Every request (pages, Dash's own routes, assets, API) must carry `token` when one is set."""
+LOOPBACK_HOST_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def request_host_name(host_header: str) -> str:
+    """The name in a Host header, without port or IPv6 brackets ("[::1]:6006" → "::1")."""
+    if host_header.startswith("["):
+        return host_header[1:].split("]", 1)[0]
+    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+
+
+def install_guard(server: Flask, token: str | None, loopback_only: bool = False) -> None:
+    """Every request (pages, Dash's own routes, assets, API) must carry `token` when one is set.
+
+    `loopback_only` (a board bound to a loopback address without a token): requests must name a loopback host,
+    so a web page whose own name was rebound to 127.0.0.1 (DNS rebinding) cannot read the board."""
 
     @server.before_request
     def _check_token() -> Response | None:
+        if loopback_only and request_host_name(request.host).lower() not in LOOPBACK_HOST_NAMES:
+            return json_error(403, f"Host {request.host!r} is not a loopback name; this board only answers "
+                                   "http://127.0.0.1 or http://localhost (protection against DNS rebinding)")
         if token is None:
             return None
         offered = request.args.get(TOKEN_PARAMETER)

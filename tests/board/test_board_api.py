@@ -133,3 +133,17 @@ def test_pages_render_on_the_server(client: FlaskClient) -> None:
         assert client.get(url).status_code == 200
     layout = client.get("/_dash-layout").get_data(as_text=True)
     assert "nav-scalars" in layout and "nav-histograms" in layout and "nav-runs" in layout
+
+
+@pytest.mark.parametrize("host, status", [("localhost:6006", 200), ("127.0.0.1", 200), ("[::1]:6006", 200),
+                                          ("evil.example:6006", 403), ("127.0.0.1.evil.example", 403)])
+def test_a_loopback_board_answers_only_loopback_host_names(client: FlaskClient, host: str, status: int) -> None:
+    response = client.get("/api/runs", headers={"Host": host})
+    assert response.status_code == status
+    if status == 403:
+        assert "DNS rebinding" in response.get_json()["error"]
+
+
+def test_a_board_with_a_token_accepts_any_host_name(fixture_logdir: Path) -> None:
+    client = client_for(fixture_logdir, token="s3cret")
+    assert client.get("/api/runs?token=s3cret", headers={"Host": "board.example"}).status_code == 200
