@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -45,16 +45,58 @@ class MemoryStats:
     limit_bytes: int | None
 
 
+class LiveBlock(NamedTuple):
+    """One live buffer with what the allocator knew when it was registered (``live_blocks``)."""
+
+    buffer_id: int
+    bytes: int
+    device: str
+    category: str
+    op: str
+    module: str
+    phase: str
+    step: int
+    shape: tuple[int, ...]
+    dtype: str
+    tensors: int  # tensor references (views share their base buffer)
+
+
+@dataclass(frozen=True, slots=True)
+class StepPeak:
+    """The highest allocated bytes since ``reset_step_peak`` and the bytes per category at that moment."""
+
+    device: str
+    bytes: int
+    by_category: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PeakCapture:
+    """The live blocks at a peak of at least the armed size (``arm_peak_capture``)."""
+
+    device: str
+    step: int
+    bytes: int
+    blocks: tuple[LiveBlock, ...]
+
+
 class _DeviceState:
-    __slots__ = ("allocated", "peak", "live_tensors", "live_buffers", "limit")
+    __slots__ = ("allocated", "peak", "live_tensors", "live_buffers", "limit", "categories", "step_peak", "rising",
+                 "peak_categories", "capture_bytes", "captured")
 
     def __init__(self) -> None:
-        self.allocated = self.peak = self.live_tensors = self.live_buffers = 0
+        self.allocated = self.peak = self.live_tensors = self.live_buffers = self.step_peak = 0
         self.limit: int | None = None
+        self.categories: dict[str, int] = {}  # category -> bytes live now
+        self.rising = False  # allocated reached step_peak and nothing was freed since: categories are the peak's
+        self.peak_categories: dict[str, int] = {}  # categories at step_peak, when not rising
+        self.capture_bytes: int | None = None  # arm_peak_capture: copy the live buffers at a peak >= this
+        self.captured: tuple[int, int, dict[int, list]] | None = None  # (step, bytes, copy of _buffers)
 
 
 _devices: dict[str, _DeviceState] = {"cpu": _DeviceState()}
-# id(root buffer) -> [bytes, tensor references, device state, device name, category]
+# id(root buffer) -> [bytes, tensor references, device state, device name, category, op, module, phase, step, shape,
+#                     dtype]: what register() knew; nothing after the references changes.
 _buffers: dict[int, list] = {}
 
 
@@ -92,11 +134,17 @@ def register(array: Any, category: str = "activation", op: str = "") -> int:
                                                     time.perf_counter_ns()))
         raise OutOfMemoryError(nbytes, state.allocated, state.limit, device, op, _hooks.module_stack[-1])
     state.allocated = allocated
+    categories = state.categories
+    categories[category] = categories.get(category, 0) + nbytes
+    if allocated > state.step_peak:
+        state.step_peak = allocated
+        state.rising = True
     if allocated > state.peak:
         state.peak = allocated
     state.live_tensors += 1
     state.live_buffers += 1
-    _buffers[key] = [nbytes, 1, state, device, category]
+    _buffers[key] = [nbytes, 1, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
+                     array.shape, array.dtype]
     if _hooks.alloc:
         _hooks.emit(_hooks.alloc, _event("alloc", nbytes, device, key, category, op, array))
     return key
@@ -112,11 +160,22 @@ def release(key: int) -> None:
     entry[1] -= 1
     if entry[1]:
         return
+    if state.rising:  # the first free after a peak: keep the categories as they were at it
+        _leave_peak(state)
     del _buffers[key]
     state.allocated -= entry[0]
+    state.categories[entry[4]] -= entry[0]
     state.live_buffers -= 1
     if _hooks.free:
         _hooks.emit(_hooks.free, _event("free", entry[0], entry[3], key, entry[4], "", None))
+
+
+def _leave_peak(state: _DeviceState) -> None:
+    state.rising = False
+    state.peak_categories = state.categories.copy()
+    if state.capture_bytes is not None and state.allocated >= state.capture_bytes:
+        state.captured = (_hooks._step, state.allocated, dict(_buffers))
+        state.capture_bytes = state.allocated + 1  # a higher peak later replaces it
 
 
 _new_tuple = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__ (~2x)
@@ -158,6 +217,67 @@ def reset_peak(device: str = "cpu") -> None:
 def live_buffers() -> list[tuple[int, int, str, str, int]]:
     """(buffer id, bytes, device, category, tensor references) of every live buffer."""
     return [(key, e[0], e[3], e[4], e[1]) for key, e in _buffers.items()]
+
+
+# --- what is live, by the metadata register() kept (read at step boundaries: no per-allocation observer) ---------
+
+def devices() -> tuple[str, ...]:
+    """The devices the allocator has accounted for ("cpu" first)."""
+    return tuple(_devices)
+
+
+def _block(key: int, e: list) -> LiveBlock:
+    return _new_tuple(LiveBlock, (key, e[0], e[3], e[4], e[5], e[6], e[7], e[8], tuple(e[9]), _hooks.dtype_name(e[10]),
+                                  e[1]))
+
+
+def live_blocks(device: str | None = None) -> list[LiveBlock]:
+    """Every live buffer (of ``device``, or of all devices) with the op, module, phase, step, shape, dtype and
+    category it was allocated with. The shape and dtype are those of the tensor that first registered it."""
+    return [_block(key, e) for key, e in list(_buffers.items()) if device is None or e[3] == device]
+
+
+def category_bytes(device: str = "cpu") -> dict[str, int]:
+    """Bytes live now per category on ``device`` (a category once seen stays, at 0 when nothing of it is live)."""
+    state = _devices.get(device)
+    return dict(state.categories) if state is not None else {}
+
+
+def step_peak(device: str = "cpu") -> StepPeak:
+    """The highest allocated bytes on ``device`` since the last ``reset_step_peak`` and the categories at it."""
+    state = _state(device)
+    categories = state.categories if state.rising else state.peak_categories
+    return StepPeak(device, state.step_peak, dict(categories))
+
+
+def reset_step_peak(device: str = "cpu") -> None:
+    """Start a new step peak at the bytes allocated now (one consumer, at step boundaries, owns this)."""
+    state = _state(device)
+    state.step_peak, state.rising = state.allocated, False
+    state.peak_categories = state.categories.copy()
+
+
+def arm_peak_capture(device: str, min_bytes: int | None) -> None:
+    """Keep a copy of the live buffers at the next peak of at least ``min_bytes`` on ``device`` (the first free
+    after it, or ``take_peak_capture`` while still at it); a higher peak later replaces it. None disarms. Costs
+    nothing per allocation: the copy is made once per peak that qualifies."""
+    if min_bytes is not None and (not isinstance(min_bytes, (int, np.integer)) or min_bytes < 0):
+        raise ValueError(f"peak capture size must be a non-negative number of bytes or None, got {min_bytes!r}")
+    state = _state(device)
+    state.capture_bytes = None if min_bytes is None else int(min_bytes)
+
+
+def take_peak_capture(device: str = "cpu") -> PeakCapture | None:
+    """The capture armed by ``arm_peak_capture`` (None if no qualifying peak happened); clears it."""
+    state = _state(device)
+    if state.rising and state.capture_bytes is not None and state.allocated >= state.capture_bytes:
+        state.captured = (_hooks._step, state.allocated, dict(_buffers))
+        state.capture_bytes = state.allocated + 1
+    captured, state.captured = state.captured, None
+    if captured is None:
+        return None
+    step, nbytes, buffers = captured
+    return PeakCapture(device, step, nbytes, tuple(_block(k, e) for k, e in buffers.items() if e[3] == device))
 
 
 def format_bytes(count: float) -> str:

@@ -98,10 +98,15 @@ def attribute(history: list[tuple[int, dict[tuple, tuple[int, int]]]], device: s
             continue
         counts = trend(steps, [groups.get(key, (0, 0))[1] for _, groups in history])
         _, stack, op, module, shape, dtype, category = key
-        found.append(LeakGroup(stack[0] if stack else "(no user frame)", stack, op, module, shape, dtype, category,
+        found.append(LeakGroup(site_of(stack, op, module), stack, op, module, shape, dtype, category,
                                curve.slope, counts.slope, live_count, live_bytes))
     found.sort(key=lambda g: (-g.bytes_per_step, g.site))
     return found
+
+
+def site_of(stack: tuple[str, ...], op: str, module: str) -> str:
+    """The innermost user frame; without a recorded stack (stacks off), the op and module that allocated."""
+    return stack[0] if stack else f"(no stack) op {op or '-'} in {module or 'top level'}"
 
 
 def likely_cause(groups: list[LeakGroup]) -> str:

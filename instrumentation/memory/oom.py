@@ -7,6 +7,7 @@ from typing import Any
 from engine import memory
 from instrumentation.format.alerts import Alert
 from instrumentation.format.memory_snapshot import MemorySnapshot, Requested
+from instrumentation.memory.leak import site_of
 
 TOP_SITES = 5
 
@@ -18,7 +19,7 @@ def oom_alert(event: Any, snapshot: MemorySnapshot, capture_id: str | None) -> A
         where += f" in module '{event.module}'"
     by_site: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for block in snapshot.blocks:
-        entry = by_site[(block.stack[0] if block.stack else "(no user frame)", block.category)]
+        entry = by_site[(site_of(block.stack, block.op, block.module), block.category)]
         entry[0] += block.bytes
         entry[1] += 1
     top = sorted(by_site.items(), key=lambda item: -item[1][0])[:TOP_SITES]

@@ -10,6 +10,7 @@ from typing import Any
 from engine import hooks, memory
 from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
+from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.host import HostMemoryWatch
 from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, KEY, MODULE, OP, LeakSettings, TrendWindow, attribute,
                                          group_key, likely_cause)
@@ -49,11 +50,22 @@ class _Tally:
         self.prefix = f"mem/{device}/"
 
 
-class MemoryTracker:
-    """Subscribes to the engine's alloc/free/oom/step hooks on creation; ``close()`` unsubscribes.
+class _BoundaryHooks:
+    """What a tracker without stacks subscribes: step ends and OOMs only (the allocator keeps the rest)."""
 
-    ``history``: alloc/free events kept (a ring). ``stacks``: record each allocation's user frames (see
-    ``stacks.StackRecorder``). ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings of
+    __slots__ = ("step_end", "oom")
+
+    def __init__(self, tracker: MemoryTracker) -> None:
+        self.step_end, self.oom = tracker.step_end, tracker.oom
+
+
+class MemoryTracker:
+    """Subscribes to the engine's hooks on creation; ``close()`` unsubscribes.
+
+    ``stacks=True``: alloc/free/oom/step_end, and each allocation's user frames are recorded (see
+    ``stacks.StackRecorder``); ``history``: alloc/free events kept (a ring). ``stacks=False``: only step_end and oom;
+    live blocks, category bytes and the step peak are read from ``engine.memory`` at step boundaries (no Python
+    call per allocation; snapshots then have no history). ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings of
     the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: a "peak" snapshot is written
     when the all-time peak exceeds the last one written by ``peak_growth`` and that was long enough ago.
     ``host_rss``: follow the process RSS every ``host_every_steps`` steps (a read of /proc costs ~20 µs; the leak
@@ -74,6 +86,7 @@ class MemoryTracker:
         self.host_every_steps = host_every_steps
         self.snapshots: list[str] = []  # paths written, oldest first
         self._stacks = StackRecorder(stack_depth) if stacks else None
+        self._boundary = not stacks
         self._history: deque[tuple] = deque(maxlen=history)
         self._history_append = self._history.append
         self._origin_ns = time.perf_counter_ns()
@@ -86,10 +99,16 @@ class MemoryTracker:
         self._failures: set[str] = set()
         self._host_alerted = False
         self._closed = False
+        if self._boundary:
+            for device in memory.devices():
+                memory.reset_step_peak(device)
+                self._arm_peak(device, self._tally(device))
+            self._hooks: Any = hooks.subscribe(_BoundaryHooks(self))
+            return
         for key, nbytes, device, category, _refs in memory.live_buffers():  # what exists before we listen
             block = (nbytes, device, category, "(before tracking)", "", -1, (), "", ())
             self._add(key, block + (group_key(block),))
-        hooks.subscribe(self)
+        self._hooks = hooks.subscribe(self)
 
     # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
     def alloc(self, event: hooks.MemoryEvent) -> None:
@@ -136,7 +155,7 @@ class MemoryTracker:
 
     def oom(self, event: hooks.OomEvent) -> None:
         """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
-        snapshot = build_snapshot(device=event.device, reason="oom", step=event.step, live=self._live,
+        snapshot = build_snapshot(device=event.device, reason="oom", step=event.step, live=self._live_now(),
                                   history=self._history, origin_ns=self._origin_ns, names=parameter_names(self.model),
                                   requested=requested_of(event), allocated_bytes=event.allocated_bytes,
                                   peak_bytes=self._peak(event.device))
@@ -147,8 +166,14 @@ class MemoryTracker:
     def step_end(self, event: hooks.StepEvent) -> None:
         step, scalars = event.step, {}
         if self.leak_settings is not None:
-            self._group_history.append((step, {key: (group[0], group[1]) for key, group in self._groups.items()}))
-        for device, tally in self._tallies.items():
+            self._group_history.append((step, live_groups() if self._boundary else
+                                        {key: (group[0], group[1]) for key, group in self._groups.items()}))
+        if self._boundary:
+            for device in memory.devices():
+                if device not in self._tallies and not memory.allocated_bytes(device):
+                    continue
+                self._read_allocator(device, self._tallies.get(device) or self._tally(device))
+        for device, tally in list(self._tallies.items()):
             prefix = tally.prefix
             scalars[prefix + "allocated_bytes"] = tally.allocated
             scalars[prefix + "reserved_bytes"] = tally.allocated  # NOTE: no pool on the CPU: reserved = allocated
@@ -163,6 +188,8 @@ class MemoryTracker:
                     self._report_leak(device, tally, found, step)
             if tally.pending_peak is not None:
                 self._write_peak(device, tally)
+            if self._boundary:
+                self._arm_peak(device, tally)
         found = None
         if self._host is not None and step % self.host_every_steps == 0:
             scalars["mem/host/rss_bytes"], found = self._host.observe(step)
@@ -182,16 +209,20 @@ class MemoryTracker:
     # --- public ------------------------------------------------------------------------------------------
     def snapshot(self, reason: str = "manual", device: str = "cpu") -> str | None:
         """Write a snapshot of ``device`` now; its path (None if it could not be written, reported once)."""
-        return self._write(build_snapshot(device=device, reason=reason, step=hooks.current_step(), live=self._live,
+        return self._write(build_snapshot(device=device, reason=reason, step=hooks.current_step(), live=self._live_now(),
                                           history=self._history, origin_ns=self._origin_ns,
                                           names=parameter_names(self.model), peak_bytes=self._peak(device)))
 
     def breakdown(self, device: str = "cpu") -> MemoryBreakdown:
         tally = self._tallies.get(device) or _Tally(device, None)
         by_module: dict[str, int] = {}
-        for block in list(self._live.values()):
+        for block in list(self._live_now().values()):
             if block[DEVICE] == device:
                 by_module[block[MODULE]] = by_module.get(block[MODULE], 0) + block[BYTES]
+        if self._boundary:
+            return MemoryBreakdown(device, memory.allocated_bytes(device), self._peak(device) or 0,
+                                   memory.stats(device).live_tensors,
+                                   {k: v for k, v in memory.category_bytes(device).items() if v}, by_module)
         return MemoryBreakdown(device, tally.allocated, tally.record_peak, memory.stats(device).live_tensors,
                                {k: v for k, v in tally.categories.items() if v}, by_module)
 
@@ -200,7 +231,11 @@ class MemoryTracker:
         if self._closed:
             return
         self._closed = True
-        hooks.unsubscribe(self)
+        hooks.unsubscribe(self._hooks)
+        if self._boundary:
+            for device, tally in self._tallies.items():
+                memory.arm_peak_capture(device, None)
+                self._take_peak(device, tally)
         for device, tally in self._tallies.items():
             if tally.pending_peak is not None:
                 self._write_peak(device, tally)
@@ -231,7 +266,32 @@ class MemoryTracker:
     def _peak(self, device: str) -> int | None:
         """The highest allocated bytes this tracker saw on ``device`` (the engine's own peak spans every run)."""
         tally = self._tallies.get(device)
-        return tally.record_peak if tally is not None else None
+        if tally is None:
+            return None
+        return max(tally.record_peak, memory.step_peak(device).bytes) if self._boundary else tally.record_peak
+
+    def _live_now(self) -> dict[int, tuple]:
+        return live_table() if self._boundary else self._live
+
+    def _read_allocator(self, device: str, tally: _Tally) -> None:
+        """Stacks off: this step's figures from the allocator (read before the scalars are built)."""
+        peak = memory.step_peak(device)
+        memory.reset_step_peak(device)
+        tally.allocated, tally.step_peak, tally.peak_categories = memory.allocated_bytes(device), peak.bytes, peak.by_category
+        tally.categories = memory.category_bytes(device)
+        tally.record_peak = max(tally.record_peak, peak.bytes)
+        self._take_peak(device, tally)
+
+    def _take_peak(self, device: str, tally: _Tally) -> None:
+        capture = memory.take_peak_capture(device)
+        if capture is not None and self.peak_snapshots:
+            tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks))
+
+    def _arm_peak(self, device: str, tally: _Tally) -> None:
+        """Stacks off: ask the allocator to keep the live buffers at the next peak a "peak" snapshot is due for."""
+        due = self.peak_snapshots and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s
+        least = max(tally.record_peak + 1, -int(-tally.written_peak * (1 + self.peak_growth) // 1))
+        memory.arm_peak_capture(device, least if due else None)
 
     def _write_peak(self, device: str, tally: _Tally) -> None:
         step, allocated, live = tally.pending_peak
@@ -250,7 +310,7 @@ class MemoryTracker:
         tally.alerted.add(key)
         cause = likely_cause(groups)
         evidence_groups = [g.to_evidence() for g in groups[:LEAK_GROUPS_IN_ALERT]]
-        path = self._write(build_snapshot(device=device, reason="leak", step=step, live=self._live,
+        path = self._write(build_snapshot(device=device, reason="leak", step=step, live=self._live_now(),
                                           history=self._history, origin_ns=self._origin_ns,
                                           names=parameter_names(self.model), peak_bytes=self._peak(device),
                                           extra={"groups": evidence_groups}))

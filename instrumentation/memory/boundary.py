@@ -1,0 +1,33 @@
+"""The tracker's view of the allocator read at step boundaries (stacks off): blocks and groups from engine.memory."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from engine import memory
+
+NO_STACK: tuple[str, ...] = ()
+
+
+def block_of(b: memory.LiveBlock) -> tuple:
+    """An engine ``LiveBlock`` as the tracker's block tuple (leak.BYTES … leak.KEY), without a stack."""
+    key = (b.device, NO_STACK, b.op, b.module, b.shape, b.dtype, b.category)
+    return (b.bytes, b.device, b.category, b.op, b.module, b.step, b.shape, b.dtype, NO_STACK, key)
+
+
+def live_table(blocks: Iterable[memory.LiveBlock] | None = None) -> dict[int, tuple]:
+    """buffer id → block tuple of ``blocks`` (default: everything live now)."""
+    return {b.buffer_id: block_of(b) for b in (memory.live_blocks() if blocks is None else blocks)}
+
+
+def live_groups() -> dict[tuple, tuple[int, int]]:
+    """leak.group_key → (live bytes, live blocks) of everything live now, as the event path keeps them."""
+    groups: dict[tuple, list[int]] = {}
+    for b in memory.live_blocks():
+        key = (b.device, NO_STACK, b.op, b.module, b.shape, b.dtype, b.category)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [b.bytes, 1]
+        else:
+            group[0] += b.bytes
+            group[1] += 1
+    return {key: (group[0], group[1]) for key, group in groups.items()}
