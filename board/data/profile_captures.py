@@ -1,6 +1,7 @@
 """Profile captures in a log directory (flowscope's and torch.profiler's), loaded into columns with a small cache."""
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -9,9 +10,11 @@ from pathlib import Path
 
 from board.data.discovery import ROOT_RUN
 from instrumentation.format import trace as fmt
+from instrumentation.format import trace_sidecar
 from instrumentation.format.trace_columns import TraceColumns, columns_from_trace
 
 CACHED_TRACES = 4
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +69,25 @@ def find_captures(logdir: Path) -> dict[str, Capture]:
     return {capture.key: capture for capture in found}
 
 
+def load_sidecar(capture: Capture) -> TraceColumns | None:
+    """A flowscope capture's columns from its sidecar; None (parse the JSON) when it has none or it is invalid."""
+    if capture.source != "flowscope":
+        return None
+    try:
+        return trace_sidecar.read_sidecar(capture.path)
+    except FileNotFoundError:
+        return None
+    except (trace_sidecar.SidecarError, OSError) as error:
+        log.warning("ignoring the columns sidecar of %s: %s", capture.path, error)
+        return None
+
+
 class TraceCache:
     """The last few parsed captures, keyed by path, size and mtime (a rewritten file is parsed again)."""
 
-    def __init__(self, size: int = CACHED_TRACES) -> None:
+    def __init__(self, size: int = CACHED_TRACES, use_sidecar: bool = True) -> None:
         self.size = size
+        self.use_sidecar = use_sidecar
         self._entries: OrderedDict[tuple[str, int, float], TraceColumns] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -80,7 +97,9 @@ class TraceCache:
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return self._entries[key]
-        columns = columns_from_trace(fmt.read_trace(capture.path))
+        columns = load_sidecar(capture) if self.use_sidecar else None
+        if columns is None:
+            columns = columns_from_trace(fmt.read_trace(capture.path))
         with self._lock:
             self._entries[key] = columns
             while len(self._entries) > self.size:

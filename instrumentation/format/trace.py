@@ -92,10 +92,16 @@ def is_trace_file(name: str) -> bool:
     return base.endswith(TRACE_SUFFIX) or base.endswith(TORCH_TRACE_SUFFIXES)
 
 
-def write_trace(path: str | os.PathLike[str], trace: dict[str, Any]) -> int:
-    """Write ``trace`` as gzip JSON atomically (a reader never sees half a file); returns the bytes written."""
+def encode_trace(trace: dict[str, Any]) -> bytes:
+    """``trace`` as the bytes of a trace file (gzip JSON)."""
+    return gzip.compress(_dumps(trace), compresslevel=1)
+
+
+def write_trace(path: str | os.PathLike[str], trace: dict[str, Any] | bytes) -> int:
+    """Write ``trace`` (or its ``encode_trace`` bytes) atomically (a reader never sees half a file); returns the
+    bytes written."""
     path = os.fspath(path)
-    data = gzip.compress(_dumps(trace), compresslevel=1)
+    data = trace if isinstance(trace, bytes) else encode_trace(trace)
     temporary = f"{path}.tmp-{os.getpid()}"
     with open(temporary, "wb") as handle:
         handle.write(data)

@@ -66,10 +66,11 @@ class TraceColumns:
 
 
 def _codes(values: list[str], first: tuple[str, ...] = ()) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Factorize strings: int32 codes and the distinct values (``first`` ones get the lowest codes)."""
+    """Factorize strings: int32 codes and the distinct values (``first`` ones get the lowest codes, the others in
+    order of first appearance: the same codes in every process, unlike set order under hash randomization)."""
     table = {value: i for i, value in enumerate(first)}
-    for value in set(values).difference(table):
-        table[value] = len(table)
+    for value in dict.fromkeys(values):
+        table.setdefault(value, len(table))
     return np.array(list(map(table.__getitem__, values)), dtype=np.int32), tuple(table)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import sys
 import time
 from typing import Any
 
@@ -11,6 +12,8 @@ import numpy as np
 
 import engine
 from instrumentation.format import trace as fmt
+from instrumentation.format import trace_sidecar
+from instrumentation.format.trace_columns import columns_from_trace
 from instrumentation.profiler.recorder import Recorder
 
 _ITEMSIZE: dict[str, int] = {}
@@ -108,9 +111,29 @@ def _ancestors(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def write_capture(run_dir: str | os.PathLike[str], trace: dict[str, Any]) -> str:
-    """Write ``trace`` as a new capture of ``run_dir``; returns the trace file's path."""
+def write_capture(run_dir: str | os.PathLike[str], trace: dict[str, Any], sidecar: bool = True) -> str:
+    """Write ``trace`` as a new capture of ``run_dir``; returns the trace file's path.
+
+    With ``sidecar``, its columns go first to ``<host>.<pid>.columns.npz`` (the board then skips the JSON parse);
+    a failure there is reported once and the trace is written all the same."""
     capture_dir = fmt.new_capture_dir(run_dir)
     path = os.path.join(capture_dir, fmt.trace_file_name())
-    fmt.write_trace(path, trace)
+    data = fmt.encode_trace(trace)
+    if sidecar:
+        try:
+            trace_sidecar.write_sidecar(trace_sidecar.sidecar_path(path), columns_from_trace(trace), data)
+        except Exception as error:  # noqa: BLE001 - the sidecar is an optimisation: never lose the trace for it
+            _report_sidecar_failure(path, error)
+    fmt.write_trace(path, data)
     return path
+
+
+_reported: set[str] = set()
+
+
+def _report_sidecar_failure(path: str, error: Exception) -> None:
+    kind = type(error).__name__
+    if kind not in _reported:
+        _reported.add(kind)
+        print(f"flowscope: no columns sidecar for {path} ({kind}: {error}); the board will parse the trace",
+              file=sys.stderr)

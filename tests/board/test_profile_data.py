@@ -79,3 +79,48 @@ def test_capture_requests_only_into_known_runs_and_only_when_allowed(tmp_path: P
     assert not BoardConfig(logdir=tmp_path, read_only=True).allows_capture_requests
     assert not BoardConfig(logdir=tmp_path, host="0.0.0.0").allows_capture_requests
     assert BoardConfig(logdir=tmp_path, host="0.0.0.0", token="secret").allows_capture_requests
+
+
+def _stats_rows(columns) -> list[tuple]:
+    return [(s.key, s.calls, s.self_us, s.total_us, s.mean_us, s.percent_of_step, s.bytes, s.flops == s.flops)
+            for group_by in ("op", "module", "shape") for s in top_ops(columns, group_by)]
+
+
+def test_profiled_run_opens_from_its_sidecar_with_the_json_paths_results(tmp_path: Path, monkeypatch) -> None:
+    trace_path = profiled_engine_run(tmp_path / "logs" / "mlp")
+    assert Path(trace_path.replace(fmt.TRACE_SUFFIX, ".columns.npz")).is_file()
+    capture = next(iter(find_captures(tmp_path / "logs").values()))  # the sidecar is not a capture of its own
+    from_json = TraceCache(use_sidecar=False).load(capture)
+    import board.data.profile_captures as captures_module
+
+    def no_json(path):  # proves the next load never parses the trace
+        raise AssertionError(f"parsed {path}")
+    monkeypatch.setattr(captures_module.fmt, "read_trace", no_json)
+    from_sidecar = TraceCache().load(capture)
+    monkeypatch.undo()
+    assert _stats_rows(from_sidecar) == _stats_rows(from_json) and len(_stats_rows(from_json)) > 5
+    a, b = step_breakdown(from_sidecar), step_breakdown(from_json)
+    assert np.array_equal(a.steps, b.steps) and np.array_equal(a.step_ms, b.step_ms)
+    assert all(np.array_equal(a.parts_ms[p], b.parts_ms[p]) for p in BREAKDOWN_PARTS)
+    ta, tb = step_timeline(from_sidecar, 3), step_timeline(from_json, 3)
+    assert (ta.lanes, ta.name, ta.kind, ta.detail) == (tb.lanes, tb.name, tb.kind, tb.detail)
+    assert np.array_equal(ta.start_ms, tb.start_ms) and np.array_equal(ta.duration_ms, tb.duration_ms)
+    for field in ("name", "ts_us", "self_us", "step", "module", "phase", "shapes", "bytes"):
+        assert np.array_equal(getattr(from_sidecar.ops, field), getattr(from_json.ops, field)), field
+    assert from_sidecar.ops.names == from_json.ops.names and from_sidecar.spans.name == from_json.spans.name
+
+
+def test_stale_or_corrupt_sidecar_falls_back_to_the_json(tmp_path: Path, caplog) -> None:
+    trace_path = profiled_engine_run(tmp_path / "logs" / "mlp")
+    sidecar = Path(trace_path.replace(fmt.TRACE_SUFFIX, ".columns.npz"))
+    trace = fmt.read_trace(trace_path)
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "op"]
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e is not ops[-1]]  # the trace is rewritten
+    fmt.write_trace(trace_path, trace)
+    capture = next(iter(find_captures(tmp_path / "logs").values()))
+    columns = TraceCache().load(capture)
+    assert len(columns.ops) == len(ops) - 1 and "stale" in caplog.text
+    sidecar.write_bytes(b"PK\x03\x04 not a zip archive")
+    columns = TraceCache().load(capture)
+    assert len(columns.ops) == len(ops) - 1 and "unreadable sidecar" in caplog.text
+    assert _stats_rows(columns) == _stats_rows(columns_from_trace(trace))

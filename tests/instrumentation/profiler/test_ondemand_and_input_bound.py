@@ -66,9 +66,9 @@ def test_capture_request_round_trip_with_a_training_thread(tmp_path) -> None:
     status = fmt.read_capture_status(tmp_path)
     assert (status.state, status.request_id, status.steps) == ("done", request.request_id, 4)
     assert fmt.is_capture_id(status.capture_id)
-    files = list((tmp_path / fmt.PROFILE_RELDIR / status.capture_id).iterdir())
-    assert len(files) == 1 and fmt.is_trace_file(files[0].name)
-    columns = columns_from_trace(fmt.read_trace(files[0]))
+    files = sorted((tmp_path / fmt.PROFILE_RELDIR / status.capture_id).iterdir())  # the trace and its sidecar
+    assert len(files) == 2 and fmt.is_trace_file(files[1].name) and files[0].name.endswith(".columns.npz")
+    columns = columns_from_trace(fmt.read_trace(files[1]))
     steps = columns.spans.step[columns.spans.of("step")]
     assert len(steps) == 4 and np.array_equal(np.diff(steps), [1, 1, 1])
     assert set(np.unique(columns.ops.step)) == set(steps.tolist())  # no op of a step outside the capture
