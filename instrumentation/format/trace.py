@@ -1,8 +1,6 @@
 """Profile captures: Chrome-trace names, categories, arg keys, capture layout and the capture-request protocol."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import gzip
 import json
 import os
@@ -10,9 +8,10 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from instrumentation.format.gcpause import gc_paused
 
 try:  # NOTE: orjson parses a 1M-event trace ~1.5x faster than json (bench/profiler_overhead.py); optional.
     import orjson as _orjson
@@ -126,19 +125,6 @@ def read_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(loaded, dict) or not isinstance(loaded.get("traceEvents", []), list):
         raise ValueError(f"{path} is not a Chrome trace (expected an object with a 'traceEvents' list)")
     return loaded
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cycle collector: building millions of small dicts/tuples triggers full collections that walk
-    the whole (acyclic) trace again and again — quadratic in practice. Nothing cyclic is created meanwhile."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _dumps(trace: dict[str, Any]) -> bytes:

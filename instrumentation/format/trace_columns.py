@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from instrumentation.format.gcpause import gc_paused
 from instrumentation.format import trace as fmt
 
 _EMPTY: dict[str, Any] = {}
@@ -76,7 +77,7 @@ def _codes(values: list[str], first: tuple[str, ...] = ()) -> tuple[np.ndarray, 
 
 def columns_from_trace(trace: dict[str, Any]) -> TraceColumns:
     """Typed columns from a loaded trace; unknown event kinds are skipped."""
-    with fmt.gc_paused():
+    with gc_paused():
         return _columns(trace)
 
 
