@@ -10,11 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from playwright.sync_api import expect
 
 from board_helpers import REPO
 from instrumentation import SummaryWriter
 
 CHROMIUM = "/usr/bin/chromium"
+# NOTE: expect() waits 5 s by default whatever page.set_default_timeout says; on a loaded 2-core machine a
+# board callback can take longer. This bounds waits for a state, it measures nothing.
+expect.set_options(timeout=30_000)
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                "--disable-component-update", "--disable-sync"]
 
