@@ -237,6 +237,23 @@ def live_blocks(device: str | None = None) -> list[LiveBlock]:
     return [_block(key, e) for key, e in list(_buffers.items()) if device is None or e[3] == device]
 
 
+def live_groups() -> dict[tuple, tuple[int, int]]:
+    """(device, op, module, shape, dtype, category) → (live bytes, live buffers), summed over every live buffer
+    without building a record per buffer (what a leak check reads at each step boundary)."""
+    sums: dict[tuple, list[int]] = {}
+    for e in list(_buffers.values()):
+        key = (e[3], e[5], e[6], e[9], e[10], e[4])
+        group = sums.get(key)
+        if group is None:
+            sums[key] = [e[0], 1]
+        else:
+            group[0] += e[0]
+            group[1] += 1
+    name = _hooks.dtype_name
+    return {(d, op, module, tuple(shape), name(dtype), category): (g[0], g[1])
+            for (d, op, module, shape, dtype, category), g in sums.items()}
+
+
 def category_bytes(device: str = "cpu") -> dict[str, int]:
     """Bytes live now per category on ``device`` (a category once seen stays, at 0 when nothing of it is live)."""
     state = _devices.get(device)

@@ -21,13 +21,5 @@ def live_table(blocks: Iterable[memory.LiveBlock] | None = None) -> dict[int, tu
 
 def live_groups() -> dict[tuple, tuple[int, int]]:
     """leak.group_key → (live bytes, live blocks) of everything live now, as the event path keeps them."""
-    groups: dict[tuple, list[int]] = {}
-    for b in memory.live_blocks():
-        key = (b.device, NO_STACK, b.op, b.module, b.shape, b.dtype, b.category)
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [b.bytes, 1]
-        else:
-            group[0] += b.bytes
-            group[1] += 1
-    return {key: (group[0], group[1]) for key, group in groups.items()}
+    return {(device, NO_STACK, op, module, shape, dtype, category): counts
+            for (device, op, module, shape, dtype, category), counts in memory.live_groups().items()}

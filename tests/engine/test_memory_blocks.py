@@ -80,3 +80,20 @@ def test_peak_capture_holds_the_blocks_live_at_the_peak() -> None:
     assert memory.take_peak_capture("cpu") is None  # taken once
     with pytest.raises(ValueError, match="peak capture size"):
         memory.arm_peak_capture("cpu", -1)
+
+
+def test_live_groups_sum_the_live_blocks():
+    import collections
+
+    import engine
+
+    keep = [engine.tensor(np.ones((3, 4), dtype=np.float32)) for _ in range(3)] + [engine.tensor(np.ones(5))]
+    expected = collections.defaultdict(lambda: [0, 0])
+    for b in engine.memory.live_blocks():
+        group = expected[(b.device, b.op, b.module, b.shape, b.dtype, b.category)]
+        group[0] += b.bytes
+        group[1] += 1
+    groups = engine.memory.live_groups()
+    assert groups == {key: tuple(value) for key, value in expected.items()}
+    assert groups[("cpu", "tensor", "", (3, 4), "float32", "input")][1] >= 3
+    del keep
