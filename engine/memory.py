@@ -8,6 +8,8 @@ NumPy's scratch space inside a single op is not counted; on CUDA the device's ow
 """
 from __future__ import annotations
 
+import gc
+
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -216,7 +218,7 @@ def reset_peak(device: str = "cpu") -> None:
 
 def live_buffers() -> list[tuple[int, int, str, str, int]]:
     """(buffer id, bytes, device, category, tensor references) of every live buffer."""
-    return [(key, e[0], e[3], e[4], e[1]) for key, e in _buffers.items()]
+    return [(key, e[0], e[3], e[4], e[1]) for key, e in _copy_buffers()]
 
 
 # --- what is live, by the metadata register() kept (read at step boundaries: no per-allocation observer) ---------
@@ -234,14 +236,26 @@ def _block(key: int, e: list) -> LiveBlock:
 def live_blocks(device: str | None = None) -> list[LiveBlock]:
     """Every live buffer (of ``device``, or of all devices) with the op, module, phase, step, shape, dtype and
     category it was allocated with. The shape and dtype are those of the tensor that first registered it."""
-    return [_block(key, e) for key, e in list(_buffers.items()) if device is None or e[3] == device]
+    return [_block(key, e) for key, e in _copy_buffers() if device is None or e[3] == device]
+
+
+def _copy_buffers() -> list[tuple[int, list]]:
+    """(key, entry) of every live buffer. NOTE: the cycle collector is paused while copying, so no garbage
+    tensor dies mid-copy (its release would change ``_buffers`` under the iteration)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return list(_buffers.items())
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def live_groups() -> dict[tuple, tuple[int, int]]:
     """(device, op, module, shape, dtype, category) → (live bytes, live buffers), summed over every live buffer
     without building a record per buffer (what a leak check reads at each step boundary)."""
     sums: dict[tuple, list[int]] = {}
-    for e in list(_buffers.values()):
+    for _, e in _copy_buffers():
         key = (e[3], e[5], e[6], e[9], e[10], e[4])
         group = sums.get(key)
         if group is None:

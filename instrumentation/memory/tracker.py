@@ -10,6 +10,7 @@ from typing import Any
 from engine import hooks, memory
 from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
+from instrumentation.format.gcpause import gc_paused
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.host import HostMemoryWatch
 from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, KEY, MODULE, OP, LeakSettings, TrendWindow, attribute,
@@ -134,7 +135,7 @@ class MemoryTracker:
                 tally.record_peak = allocated
                 if (self.peak_snapshots and allocated >= tally.written_peak * (1 + self.peak_growth)
                         and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
-                    tally.pending_peak = (step, allocated, dict(self._live))
+                    tally.pending_peak = (step, allocated, self._copy(self._live))
         self._history_append((event.time_ns, "alloc", nbytes, op, step, device))
 
     def free(self, event: hooks.MemoryEvent) -> None:
@@ -156,7 +157,7 @@ class MemoryTracker:
     def oom(self, event: hooks.OomEvent) -> None:
         """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
         snapshot = build_snapshot(device=event.device, reason="oom", step=event.step, live=self._live_now(),
-                                  history=self._history, origin_ns=self._origin_ns, names=parameter_names(self.model),
+                                  history=self._history_now(), origin_ns=self._origin_ns, names=parameter_names(self.model),
                                   requested=requested_of(event), allocated_bytes=event.allocated_bytes,
                                   peak_bytes=self._peak(event.device))
         path = self._write(snapshot)
@@ -210,7 +211,7 @@ class MemoryTracker:
     def snapshot(self, reason: str = "manual", device: str = "cpu") -> str | None:
         """Write a snapshot of ``device`` now; its path (None if it could not be written, reported once)."""
         return self._write(build_snapshot(device=device, reason=reason, step=hooks.current_step(), live=self._live_now(),
-                                          history=self._history, origin_ns=self._origin_ns,
+                                          history=self._history_now(), origin_ns=self._origin_ns,
                                           names=parameter_names(self.model), peak_bytes=self._peak(device)))
 
     def breakdown(self, device: str = "cpu") -> MemoryBreakdown:
@@ -271,7 +272,17 @@ class MemoryTracker:
         return max(tally.record_peak, memory.step_peak(device).bytes) if self._boundary else tally.record_peak
 
     def _live_now(self) -> dict[int, tuple]:
-        return live_table() if self._boundary else self._live
+        return live_table() if self._boundary else self._copy(self._live)
+
+    def _history_now(self) -> tuple:
+        return self._copy(self._history)
+
+    @staticmethod
+    def _copy(container: Any) -> Any:
+        """A copy of a table the alloc/free handlers change. NOTE: with the cycle collector paused, no garbage
+        Tensor can die in the middle (its free event would change the table under the copy's iteration)."""
+        with gc_paused():
+            return dict(container) if isinstance(container, dict) else tuple(container)
 
     def _read_allocator(self, device: str, tally: _Tally) -> None:
         """Stacks off: this step's figures from the allocator (read before the scalars are built)."""
@@ -297,7 +308,7 @@ class MemoryTracker:
         step, allocated, live = tally.pending_peak
         tally.pending_peak = None
         tally.written_peak, tally.written_at = allocated, time.monotonic()
-        self._write(build_snapshot(device=device, reason="peak", step=step, live=live, history=self._history,
+        self._write(build_snapshot(device=device, reason="peak", step=step, live=live, history=self._history_now(),
                                    origin_ns=self._origin_ns, names=parameter_names(self.model), allocated_bytes=allocated,
                                    peak_bytes=allocated))
 
@@ -311,7 +322,7 @@ class MemoryTracker:
         cause = likely_cause(groups)
         evidence_groups = [g.to_evidence() for g in groups[:LEAK_GROUPS_IN_ALERT]]
         path = self._write(build_snapshot(device=device, reason="leak", step=step, live=self._live_now(),
-                                          history=self._history, origin_ns=self._origin_ns,
+                                          history=self._history_now(), origin_ns=self._origin_ns,
                                           names=parameter_names(self.model), peak_bytes=self._peak(device),
                                           extra={"groups": evidence_groups}))
         message = f"live memory on {device} grows {memory.format_bytes(found.slope)}/step over steps {found.steps[0]}–{found.steps[-1]}"
