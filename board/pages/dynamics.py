@@ -47,6 +47,7 @@ def layout(run: str | None = None, step: str | None = None, **_query: str) -> ht
             dcc.Graph(id=f"dynamics-{name}", config={"displaylogo": False}) for name in GRAPHS[1:]]),
         html.H3("Alerts of this run"),
         html.Div(id="dynamics-alerts"),
+        dcc.Store(id="dynamics-alerts-shown"),
         dcc.Interval(id="dynamics-poll", interval=context.config.browser_poll_ms),
     ])
 
@@ -87,10 +88,14 @@ def register_callbacks(app: Dash) -> None:
         return *figures(run, step), label
 
     @app.callback(Output("dynamics-alerts", "children"), Output("dynamics-run", "options"),
+                  Output("dynamics-alerts-shown", "data"),
                   Input("dynamics-run", "value"), Input("dynamics-poll", "n_intervals"),
-                  State("dynamics-run", "options"))
-    def _alerts(run: str | None, _ticks: int | None, options: list[str]):
+                  State("dynamics-run", "options"), State("dynamics-alerts-shown", "data"))
+    def _alerts(run: str | None, _ticks: int | None, options: list[str], shown: list | None):
         store = board_context().store
         runs = dynamics_runs(store)
         items = alert_index(store).alerts(AlertFilter(runs=(run,))) if run else []
-        return run_alerts_table(items, "dynamics-alert-step"), (runs if runs != options else no_update)
+        # NOTE: re-render the table only when its content changed: a re-rendered button loses a click in flight.
+        signature = [run, len(items), repr(items[-1]) if items else ""]
+        table = run_alerts_table(items, "dynamics-alert-step") if signature != shown else no_update
+        return table, (runs if runs != options else no_update), signature
