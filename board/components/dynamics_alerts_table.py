@@ -14,8 +14,22 @@ def _severity(severity: str) -> html.Span:
     return html.Span(severity, className=SEVERITY_BADGES.get(severity, "fs-badge"))
 
 
+MEMORY_KINDS = ("oom", "leak", "fragmentation")  # their evidence lives on the Memory page
+
+
 def dynamics_link(run: str, step: int) -> str:
     return "/dynamics?" + urlencode({"run": run, "step": step})
+
+
+def alert_link(item: RunAlert) -> str:
+    """Where an alert's evidence is shown: the Memory page (with its snapshot) or the step on the Dynamics page."""
+    if item.alert.kind in MEMORY_KINDS:
+        query = {"run": item.run}
+        snapshot = item.alert.evidence.get("snapshot")
+        if snapshot:
+            query["snapshot"] = str(snapshot)
+        return "/memory?" + urlencode(query)
+    return dynamics_link(item.run, item.alert.step)
 
 
 def run_alerts_table(items: list[RunAlert], button_type: str) -> html.Div | html.Table:
@@ -33,11 +47,12 @@ def run_alerts_table(items: list[RunAlert], button_type: str) -> html.Div | html
 
 
 def all_alerts_table(items: list[RunAlert]) -> html.Div | html.Table:
-    """Run, step (a link to that step on the run's Dynamics page), kind, severity, subject, message."""
+    """Run, step (a link to the alert's evidence: the Memory page for memory alerts, else the step on the run's
+    Dynamics page), kind, severity, subject, message."""
     if not items:
         return html.Div("No alerts match.", className="fs-empty", id="alerts-none")
     rows = [html.Tr([
-        html.Td(item.run), html.Td(dcc.Link(str(item.alert.step), href=dynamics_link(item.run, item.alert.step))),
+        html.Td(item.run), html.Td(dcc.Link(str(item.alert.step), href=alert_link(item))),
         html.Td(item.alert.kind), html.Td(_severity(item.alert.severity)), html.Td(item.alert.subject),
         html.Td(item.alert.message)]) for item in items]
     return html.Table(className="fs-table", id="alerts-table", children=[

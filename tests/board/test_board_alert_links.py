@@ -1,0 +1,25 @@
+"""The Alerts page links each alert to where its evidence is shown."""
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+from board.components.dynamics_alerts_table import alert_link, all_alerts_table
+from board.data.alerts import RunAlert
+from instrumentation.format.alerts import Alert
+
+
+def test_memory_alerts_open_their_snapshot_on_the_memory_page():
+    oom = RunAlert("exp/a b", Alert("oom", "error", "fc1", "out of memory", 7, 0.0, {"snapshot": "2026_11_29_17_00_00"}))
+    url = urlsplit(alert_link(oom))
+    assert url.path == "/memory"
+    assert parse_qs(url.query) == {"run": ["exp/a b"], "snapshot": ["2026_11_29_17_00_00"]}
+    leak = RunAlert("r", Alert("leak", "warning", "fc1", "grows", 40, 0.0, {}))
+    assert alert_link(leak) == "/memory?run=r"
+
+
+def test_training_alerts_open_the_step_on_the_dynamics_page():
+    spike = RunAlert("r", Alert("exploding_gradient", "error", "0.weight", "big", 3, 0.0))
+    assert alert_link(spike) == "/dynamics?run=r&step=3"
+    table = all_alerts_table([spike])
+    link = table.children[1].children[0].children[1].children
+    assert link.href == "/dynamics?run=r&step=3"
