@@ -28,23 +28,9 @@ VARIANTS = {"off": None, "defaults": {}, "defaults, no memory tracker": {"memory
 TARGETS = {"defaults": 1.05, "check_numerics": 1.3}
 
 
-class DigitsCNN(nn.Module):
-    """(n, 64) → 1×8×8 → conv 3×3×16 → ReLU → pool 2 → conv 3×3×32 → ReLU → pool 2 → linear 10."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                                      nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-        self.classifier = nn.Linear(32 * 2 * 2, 10)
-
-    def forward(self, x: engine.Tensor) -> engine.Tensor:
-        features = self.features(x.reshape(-1, 1, 8, 8))
-        return self.classifier(features.reshape(features.shape[0], -1))
-
-
 def models() -> dict[str, nn.Module]:
     engine.manual_seed(0)
-    return {"MLP 64-128-10": nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)), "CNN": DigitsCNN()}
+    return {"MLP 64-128-10": nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)), "CNN": nn.DigitsCNN()}
 
 
 def step_function(model: nn.Module, batches: list[tuple[Any, Any]]) -> tuple[Callable[[Any], None], Any]:

@@ -43,9 +43,7 @@ def build_model(kind: str) -> nn.Module:
     if kind == "mlp":
         return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.1), nn.Linear(128, 10))
     if kind == "cnn":
-        return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Flatten(), nn.Linear(32 * 2 * 2, 10))
+        return nn.DigitsCNN()
     raise ValueError(f"unknown demo model {kind!r}; choose 'mlp' or 'cnn'")
 
 

@@ -10,9 +10,10 @@ from engine.nn.layers.flatten import Flatten
 from engine.nn.layers.linear import Identity, Linear
 from engine.nn.layers.normalization import BatchNorm1d, BatchNorm2d
 from engine.nn.layers.pooling import AvgPool2d, MaxPool2d
+from engine.nn.models import DigitsCNN
 from engine.nn.module import Module
 from engine.nn.parameter import Parameter
 
-__all__ = ["AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "Dropout", "Flatten", "GELU", "Identity", "LeakyReLU",
+__all__ = ["AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "DigitsCNN", "Dropout", "Flatten", "GELU", "Identity", "LeakyReLU",
            "Linear", "LogSoftmax", "MaxPool2d", "Module", "ModuleList", "Parameter", "ReLU", "Sequential", "Sigmoid",
            "Softmax", "Tanh", "functional", "init"]

@@ -53,26 +53,12 @@ def test_mlp_reaches_95_percent_on_digits(digits):
     assert history.loss[-1] < 0.25 * history.loss[0]
 
 
-class DigitsCNN(nn.Module):
-    """(n, 64) → (n, 1, 8, 8) → conv 3×3×16 → ReLU → max-pool 2 → conv 3×3×32 → ReLU → max-pool 2 → linear 10."""
-
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                                      nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-        self.classifier = nn.Linear(32 * 2 * 2, 10)
-
-    def forward(self, x):
-        features = self.features(x.reshape(-1, 1, 8, 8))
-        return self.classifier(features.reshape(features.shape[0], -1))
-
-
 def test_cnn_reaches_95_percent_on_digits(digits):
     """The CNN above, Adam, 10 epochs of 23 steps: about 3 s on one busy core (the convolutions dominate); test
     accuracy ≈ 0.96–0.98 for seeds 0–2."""
     _require("Conv2d", "MaxPool2d")
     engine.manual_seed(0)
-    history, result = _train_and_test(DigitsCNN(), digits, epochs=10, lr=1e-2)
+    history, result = _train_and_test(nn.DigitsCNN(), digits, epochs=10, lr=1e-2)
     assert result["accuracy"] >= 0.95, history
 
 

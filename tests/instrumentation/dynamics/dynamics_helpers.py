@@ -12,18 +12,7 @@ from instrumentation import SummaryWriter, watch
 from instrumentation.format.alerts import ALERTS_RELPATH, Alert, AlertReader
 
 
-class DigitsCNN(nn.Module):
-    """(n, 64) → (n, 1, 8, 8) → conv 3×3×16 → ReLU → max-pool 2 → conv 3×3×32 → ReLU → max-pool 2 → linear 10."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                                      nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-        self.classifier = nn.Linear(32 * 2 * 2, 10)
-
-    def forward(self, x):
-        features = self.features(x.reshape(-1, 1, 8, 8))
-        return self.classifier(features.reshape(features.shape[0], -1))
+DigitsCNN = nn.DigitsCNN
 
 
 class LogOf(nn.Module):
