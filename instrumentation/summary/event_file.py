@@ -14,6 +14,7 @@ from typing import Any
 from instrumentation.format.metadata import event_file_name
 from instrumentation.format.records import frame_records
 from instrumentation.summary.builders import file_version_event
+from instrumentation.summary.scalar_records import ScalarRecordEncoder
 
 logger = logging.getLogger("instrumentation.summary")
 
@@ -79,6 +80,7 @@ class AsyncEventWriter:
         self._wakeup = threading.Event()
         self._drained = threading.Condition()
         self._files: dict[str, _EventFile] = {}
+        self._scalar_encoders: dict[str | None, ScalarRecordEncoder] = {}
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="flowscope-summary-writer", daemon=True)
         self._thread.start()
@@ -143,7 +145,7 @@ class AsyncEventWriter:
                 return
 
     def _drain(self) -> None:
-        batches: dict[str | None, list[bytes]] = {}
+        batches: dict[str | None, _Pending] = {}
         queue = self.queue
         while queue:
             run_dir, build, args = queue.popleft()
@@ -152,34 +154,54 @@ class AsyncEventWriter:
                 batches = {}
                 args[0].set()
                 continue
+            batch = batches.get(run_dir)
+            if batch is None:
+                batch = batches[run_dir] = _Pending(self._scalars(run_dir))
+            if build is scalar_events:  # one step of SummaryWriter.add_scalar_dict
+                batch.scalars.add_many(*args)
+                continue
+            if build is scalar_event:
+                batch.scalars.add(*args)
+                continue
             try:
                 record = build(*args)
             except Exception as error:  # a bug in a builder must not stop the writer
                 self._report(self.run_dir, f"building an event failed: {error!r}")
                 self.dropped_events += 1
                 continue
-            batch = batches.get(run_dir)
-            if batch is None:
-                batch = batches[run_dir] = []
-            if record.__class__ is list:  # a builder of several events (SummaryWriter.add_scalar_dict)
-                batch.extend(record)
+            if record.__class__ is list:  # a builder of several events
+                batch.add_records(record)
             elif record:
-                batch.append(record)
+                batch.add_records([record])
         self._write(batches)
         with self._drained:
             self._drained.notify_all()
 
-    def _write(self, batches: dict[str | None, list[bytes]]) -> None:
-        for run_dir, records in batches.items():
+    def _scalars(self, run_dir: str | None) -> ScalarRecordEncoder:
+        """The run's scalar encoder (it keeps each tag's record layout across batches)."""
+        encoder = self._scalar_encoders.get(run_dir)
+        if encoder is None:
+            encoder = self._scalar_encoders[run_dir] = ScalarRecordEncoder()
+        return encoder
+
+    def _write(self, batches: dict[str | None, _Pending]) -> None:
+        for run_dir, batch in batches.items():
             path = self.run_dir if run_dir is None else run_dir
             try:
+                payload, events = batch.framed()
+            except Exception as error:  # a bug in the encoder must not stop the writer
+                self._report(path, f"encoding events failed: {error!r}")
+                self.dropped_events += batch.events + len(batch.records) + len(batch.scalars)
+                batch.scalars.discard()
+                continue
+            try:
                 event_file = self._file(path)
-                if records:
-                    event_file.append(frame_records(records))
-                self.written_events += len(records)
+                if payload:
+                    event_file.append(payload)
+                self.written_events += events
             except OSError as error:
                 self._report(path, f"{error.strerror or error} (errno {error.errno})")
-                self.dropped_events += len(records)
+                self.dropped_events += events
 
     def _file(self, run_dir: str) -> _EventFile:
         event_file = self._files.get(run_dir)
@@ -206,6 +228,52 @@ class AsyncEventWriter:
 
 def _no_event() -> bytes:
     return b""
+
+
+def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
+    """Queue marker of one scalar event (``enqueue(run_dir, scalar_event, tag, value, step, wall_time)``): the
+    writer thread encodes queued scalars together (``ScalarRecordEncoder``); called directly, it builds one."""
+    return ScalarRecordEncoder.one(tag, value, step, wall_time)
+
+
+def scalar_events(tags: list[str], values: list[float], step: int, wall_time: float) -> list[bytes]:
+    """Queue marker of one step's scalars (aligned ``tags`` and ``values``), like ``scalar_event``."""
+    return [ScalarRecordEncoder.one(tag, value, step, wall_time) for tag, value in zip(tags, values)]
+
+
+class _Pending:
+    """One run's framed bytes waiting for the next write, in queue order: records built one by one and the
+    scalars collected in the run's encoder in between."""
+
+    __slots__ = ("parts", "records", "scalars", "events")
+
+    def __init__(self, scalars: ScalarRecordEncoder) -> None:
+        self.parts: list[bytes] = []
+        self.records: list[bytes] = []
+        self.scalars = scalars
+        self.events = 0
+
+    def add_records(self, records: list[bytes]) -> None:
+        if len(self.scalars):
+            self._take_scalars()
+        self.records.extend(records)
+
+    def _take_scalars(self) -> None:
+        if self.records:
+            self.parts.append(frame_records(self.records))
+            self.events += len(self.records)
+            self.records = []
+        self.events += len(self.scalars)
+        self.parts.append(self.scalars.take())
+
+    def framed(self) -> tuple[bytes, int]:
+        """Everything pending as framed bytes and the number of events in them."""
+        if len(self.scalars):
+            self._take_scalars()
+        if self.records:
+            self.parts.append(frame_records(self.records))
+            self.events += len(self.records)
+        return b"".join(self.parts), self.events
 
 
 def _close_all_at_exit() -> None:

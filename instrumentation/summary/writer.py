@@ -12,9 +12,8 @@ import numpy as np
 
 from instrumentation.summary import hparams
 from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
-from instrumentation.summary.builders import (ScalarEventBuilder, histogram_event, session_start_event,
-                                              text_event)
-from instrumentation.summary.event_file import AsyncEventWriter
+from instrumentation.summary.builders import histogram_event, session_start_event, text_event
+from instrumentation.summary.event_file import AsyncEventWriter, scalar_event, scalar_events
 from instrumentation.summary.inputs import check_tag, histogram_values, to_float, to_numpy, to_step
 
 DEFAULT_LOG_ROOT = "logs"
@@ -48,7 +47,6 @@ class SummaryWriter:
                                        filename_suffix=filename_suffix)
         self._enqueue = self._async.enqueue
         self._queue_append, self._queue, self._max_queue = self._async.queue.append, self._async.queue, self._async.max_queue
-        self._scalar_event = ScalarEventBuilder()
         if purge_step is not None:
             self._enqueue(None, session_start_event, time.time(), to_step(purge_step))
         self._async.open_run()
@@ -68,7 +66,7 @@ class SummaryWriter:
         value = scalar_value if scalar_value.__class__ is float else to_float(tag, scalar_value)
         step = global_step if global_step.__class__ is int else to_step(global_step)
         # NOTE: AsyncEventWriter.enqueue inlined: this is the call a training loop makes most often.
-        self._queue_append((None, self._scalar_event, (tag, value, step, _now() if walltime is None else walltime)))
+        self._queue_append((None, scalar_event, (tag, value, step, _now() if walltime is None else walltime)))
         if len(self._queue) >= self._max_queue:
             self._async.on_full()
 
@@ -89,7 +87,7 @@ class SummaryWriter:
             return
         step = global_step if global_step.__class__ is int else to_step(global_step)
         wall_time = _now() if walltime is None else walltime
-        self._queue_append((None, self._scalar_event.many, (tags, values, step, wall_time)))
+        self._queue_append((None, scalar_events, (tags, values, step, wall_time)))
         if len(self._queue) >= self._max_queue:
             self._async.on_full()
 
@@ -102,7 +100,7 @@ class SummaryWriter:
         values = [(check_tag(key), to_float(f"{main_tag}/{key}", value)) for key, value in tag_scalar_dict.items()]
         for key, value in values:
             run_dir = os.path.join(self.log_dir, main_tag.replace("/", "_") + "_" + key)
-            self._enqueue(run_dir, self._scalar_event, main_tag, value, step, wall_time)
+            self._enqueue(run_dir, scalar_event, main_tag, value, step, wall_time)
 
     def add_histogram(self, tag: str, values: Any, global_step: int | None = None, bins: Bins = "tensorflow",
                       walltime: float | None = None, max_bins: int | None = None) -> None:
@@ -154,7 +152,7 @@ class SummaryWriter:
         self._enqueue(run_dir, hparams.session_start_event, hparam_copy, step, wall_time)
         self._enqueue(run_dir, hparams.session_end_event, step, wall_time)
         for tag, value in metrics.items():
-            self._enqueue(run_dir, self._scalar_event, tag, value, step, wall_time)
+            self._enqueue(run_dir, scalar_event, tag, value, step, wall_time)
 
     def flush(self) -> None:
         """Blocks until every event added so far is in the file (readable even if the process is killed)."""

@@ -1,0 +1,87 @@
+"""The bulk scalar encoder against protobuf + frame_record (byte for byte) and TensorBoard's own reader."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from instrumentation.format.records import frame_records
+from instrumentation.summary.builders import ScalarEventBuilder
+from instrumentation.summary.scalar_records import ScalarRecordEncoder
+
+TAGS = [f"grad_norm/layer{i}.weight" for i in range(12)] + ["é/ü ☃", "x" * 300, "loss"]
+
+
+def _expected(events: list[tuple[str, float, int, float]]) -> bytes:
+    build = ScalarEventBuilder()
+    return frame_records([build(*event) for event in events])
+
+
+def _add(encoder: ScalarRecordEncoder, events: list, tags: list[str], values: list[float], step: int, wall: float):
+    encoder.add_many(tags, values, step, wall)
+    events.extend((tag, value, step, wall) for tag, value in zip(tags, values))
+
+
+def test_runs_of_steps_are_byte_identical_to_protobuf_records():
+    rng = random.Random(0)
+    encoder, events = ScalarRecordEncoder(), []
+    special = [float("nan"), float("inf"), -float("inf"), 1e300, -1e300, 1e-50, 0.0, -0.0, 3.4028235e38]
+    for step in range(100, 400):  # crosses the 1- to 2-byte varint boundary at 128 inside the run
+        values = [rng.choice(special) if rng.random() < 0.1 else rng.gauss(0, 100) for _ in TAGS]
+        _add(encoder, events, TAGS, values, step, 1.7e9 + step * 0.01)
+    assert len(encoder) == len(events)
+    assert encoder.take() == _expected(events)
+    assert encoder.take() == b"" and len(encoder) == 0
+
+
+@pytest.mark.parametrize("step", [0, 1, 127, 128, 16383, 16384, 2**21, 2**35, 2**62, -1, -(2**40)])
+@pytest.mark.parametrize("wall", [1.7e9, 0.0, -0.0, 12.5])
+def test_every_step_varint_length_and_wall_time_presence(step, wall):
+    encoder, events = ScalarRecordEncoder(), []
+    for _ in range(ScalarRecordEncoder.MIN_BATCH):  # enough for the bulk path
+        _add(encoder, events, TAGS[:3], [1.5, -2.0, 0.25], step, wall)
+    assert encoder.take() == _expected(events)
+
+
+def test_mixed_items_keep_their_order():
+    rng = random.Random(1)
+    encoder, events = ScalarRecordEncoder(), []
+    for step in range(200):
+        kind = rng.random()
+        if kind < 0.6:
+            _add(encoder, events, TAGS, [rng.random() for _ in TAGS], step, 1e9 + step)
+        elif kind < 0.7:
+            _add(encoder, events, ["a", "b", "a"], [1.0, 2.0, 3.0], step, 1e9 + step)  # a tag twice in one step
+        elif kind < 0.8:
+            _add(encoder, events, TAGS[::-1], [rng.random() for _ in TAGS], step, 1e9 + step)
+        else:
+            value = rng.random()
+            encoder.add("single", value, step, 1e9 + step)
+            events.append(("single", value, step, 1e9 + step))
+    assert encoder.take() == _expected(events)
+
+
+def test_a_step_beyond_int64_is_dropped_like_the_protobuf_path_drops_it():
+    encoder = ScalarRecordEncoder()
+    for step in range(100):
+        encoder.add_many(["a", "b"], [1.0, 2.0], step + 1, 5.0)
+    encoder.add("c", 1.0, 2**64, 5.0)
+    expected = _expected([(tag, value, step + 1, 5.0) for step in range(100) for tag, value in (("a", 1.0), ("b", 2.0))])
+    assert encoder.take() == expected
+
+
+def test_tensorboard_reads_the_bulk_records(tmp_path):
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    from instrumentation import SummaryWriter
+    values = np.random.default_rng(0).normal(size=(500, len(TAGS)))
+    with SummaryWriter(tmp_path) as writer:
+        for step in range(500):
+            writer.add_scalar_dict(dict(zip(TAGS, values[step].tolist())), step)
+    accumulator = event_accumulator.EventAccumulator(str(tmp_path), size_guidance={event_accumulator.SCALARS: 0})
+    accumulator.Reload()
+    assert set(accumulator.Tags()["scalars"]) == set(TAGS)
+    for column, tag in enumerate(TAGS):
+        read = accumulator.Scalars(tag)
+        assert [e.step for e in read] == list(range(500))
+        np.testing.assert_array_equal([e.value for e in read], values[:, column].astype(np.float32))
