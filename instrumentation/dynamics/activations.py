@@ -56,11 +56,44 @@ def saturated_fraction(output: np.ndarray, low: float, high: float) -> float:
     return saturated / max(output.size, 1)
 
 
+_ones_by_length: dict[tuple[int, Any], np.ndarray] = {}
+
+
+def _ones(length: int, dtype: Any) -> np.ndarray:
+    ones = _ones_by_length.get((length, dtype))
+    if ones is None:
+        if len(_ones_by_length) > 64:
+            _ones_by_length.clear()
+        ones = _ones_by_length[(length, dtype)] = np.ones(length, dtype=dtype)
+    return ones
+
+
+def unit_sums(output: np.ndarray) -> np.ndarray | None:
+    """Per unit (axis 1), the sum over the batch and every position, with BLAS matrix-vector products (one pass
+    over the output, no temporary as large as it); None where that does not apply (not a contiguous float array
+    with a batch and a unit axis)."""
+    if output.ndim < 2 or output.dtype.kind != "f" or output.size == 0 or not output.flags.c_contiguous:
+        return None
+    batch, units = output.shape[0], output.shape[1]
+    if output.ndim > 2:
+        positions = output.size // (batch * units)
+        output = (output.reshape(batch * units, positions) @ _ones(positions, output.dtype)).reshape(batch, units)
+    return _ones(batch, output.dtype) @ output
+
+
 def activation_stats(layer: str, kind: str, output: np.ndarray) -> ActivationStats:
-    # NOTE: np.add.reduce, not .mean(): a third of the time on the small batches this runs on every step.
     size = max(output.size, 1)
+    if kind == "ReLU":  # never negative: per-unit sums give both the mean and the units that never fired
+        sums = unit_sums(output)
+        if sums is not None:
+            return ActivationStats(layer, float(np.add.reduce(sums)) / size,
+                                   dead_fraction=1.0 - float(np.count_nonzero(sums > 0)) / sums.size)
     magnitudes = output if kind in ("ReLU", "Sigmoid") else np.abs(output)  # those two are never negative
-    mean_abs = float(np.add.reduce(magnitudes, axis=None)) / size
+    if magnitudes.dtype.kind == "f" and magnitudes.flags.c_contiguous:
+        flat = magnitudes.reshape(-1)
+        mean_abs = float(np.dot(flat, _ones(flat.size, flat.dtype))) / size  # NOTE: BLAS: ~3x np.add.reduce
+    else:
+        mean_abs = float(np.add.reduce(magnitudes, axis=None)) / size
     if kind in RECTIFIERS:
         return ActivationStats(layer, mean_abs, dead_fraction=dead_fraction(output))
     if kind in BOUNDED:

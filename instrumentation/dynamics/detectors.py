@@ -65,31 +65,44 @@ class DynamicsRules:
         lr = self.learning_rate
         return lr is not None and lr < self.thresholds.vanishing_annealed_lr_fraction * self.peak_learning_rate
 
-    def updates(self, step: int, names: tuple[str, ...], ratios: Any, grad_norms: Any, ndims: dict[str, int]) -> list[Alert]:
+    def updates(self, step: int, names: tuple[str, ...], ratios: list[float], grad_norms: list[float],
+                ndims: dict[str, int]) -> list[Alert]:
         """Exploding when ‖Δw‖/‖w‖ exceeds the threshold (or is not finite), vanishing when it stays below its own."""
-        t, alerts, annealed = self.thresholds, [], self._annealed()
-        for name, ratio, grad_norm in zip(names, ratios.tolist(), grad_norms.tolist()):
+        t, alerts, episodes = self.thresholds, [], self.streaks.episodes
+        annealed = None
+        for name, ratio, grad_norm in zip(names, ratios, grad_norms):
             if ndims.get(name, 0) < 2:
                 continue
-            exploding = not math.isfinite(ratio) or not math.isfinite(grad_norm) or ratio > t.exploding_update_ratio
-            vanishing = (step >= t.vanishing_min_steps and math.isfinite(ratio) and ratio < t.vanishing_update_ratio
-                         and not annealed)
-            for kind, holds, patience, threshold, severity, verdict in (
-                ("exploding_gradient", exploding, t.exploding_patience, t.exploding_update_ratio, "error",
-                 "above {threshold:g} (or not finite); healthy is about 1e-3..1e-2: lower the learning rate or clip "
-                 "gradients"),
-                ("vanishing_gradient", vanishing, t.vanishing_patience, t.vanishing_update_ratio, "warning",
-                 "below {threshold:g}: this layer has stopped learning"),
-            ):
-                episode = self.streaks.observe(kind, name, step, holds, ratio, patience)
-                if episode is not None:
-                    alerts.append(Alert(kind, severity, name,
-                                        f"{name}: update ratio ‖Δw‖/‖w‖ {ratio:.3g} (gradient norm {grad_norm:.3g}), "
-                                        f"{episode.checks} check(s) since step {episode.first_step} "
-                                        + verdict.format(threshold=threshold), step,
-                                        evidence={"update_ratios": episode.values, "grad_norm": grad_norm,
-                                                  "first_step": episode.first_step, "threshold": threshold}))
+            finite = math.isfinite(ratio)
+            exploding = not finite or not math.isfinite(grad_norm) or ratio > t.exploding_update_ratio
+            vanishing = step >= t.vanishing_min_steps and finite and ratio < t.vanishing_update_ratio
+            if vanishing:
+                if annealed is None:
+                    annealed = self._annealed()
+                vanishing = not annealed
+            for kind, holds in (("exploding_gradient", exploding), ("vanishing_gradient", vanishing)):
+                if holds or (kind, name) in episodes:  # NOTE: the common case, nothing to count, costs nothing
+                    alert = self._update_alert(kind, holds, step, name, ratio, grad_norm)
+                    if alert is not None:
+                        alerts.append(alert)
         return alerts
+
+    def _update_alert(self, kind: str, holds: bool, step: int, name: str, ratio: float, grad_norm: float) -> Alert | None:
+        t = self.thresholds
+        if kind == "exploding_gradient":
+            patience, threshold, severity = t.exploding_patience, t.exploding_update_ratio, "error"
+            verdict = (f"above {threshold:g} (or not finite); healthy is about 1e-3..1e-2: lower the learning rate or "
+                       "clip gradients")
+        else:
+            patience, threshold, severity = t.vanishing_patience, t.vanishing_update_ratio, "warning"
+            verdict = f"below {threshold:g}: this layer has stopped learning"
+        episode = self.streaks.observe(kind, name, step, holds, ratio, patience)
+        if episode is None:
+            return None
+        return Alert(kind, severity, name, f"{name}: update ratio ‖Δw‖/‖w‖ {ratio:.3g} (gradient norm {grad_norm:.3g}), "
+                                           f"{episode.checks} check(s) since step {episode.first_step} " + verdict, step,
+                     evidence={"update_ratios": episode.values, "grad_norm": grad_norm,
+                               "first_step": episode.first_step, "threshold": threshold})
 
     def dead(self, step: int, layer: str, dead_fraction: float) -> list[Alert]:
         t = self.thresholds

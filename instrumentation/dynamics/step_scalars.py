@@ -1,7 +1,7 @@
 """StepScalars: collects one step's scalars and hands them to the writer in one call when the step ends."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 
 class StepScalars:
@@ -17,12 +17,16 @@ class StepScalars:
         self.step: int | None = None
 
     def add(self, tag: str, value: float, step: int) -> None:
+        self.extend((tag,), (value,), step)
+
+    def extend(self, tags: Sequence[str], values: Sequence[float], step: int) -> None:
+        """``add`` for aligned tags and values of one step."""
         if step != self.step:
             if self.tags:
                 self.flush()
             self.step = step
-        self.tags.append(tag)
-        self.values.append(value)
+        self.tags.extend(tags)
+        self.values.extend(values)
 
     def flush(self) -> None:
         tags, values, step = self.tags, self.values, self.step

@@ -37,6 +37,7 @@ class Watch:
         self._named_parameters = list(model.named_parameters())
         self._ndims = {name: len(param.shape) for name, param in self._named_parameters}
         self._norm_tags = {name: (f"grad_norm/{name}", f"update_ratio/{name}") for name, _ in self._named_parameters}
+        self._tags_of_names: dict[tuple[str, ...], list[str]] = {}  # parameter names -> their tags, interleaved
         self._scalars = StepScalars(writer)
         self._tracker = ParameterTracker(self._named_parameters)
         self._tracking = False
@@ -149,12 +150,13 @@ class Watch:
         stats = self._tracker.end()
         if stats is None:
             return
-        ratios, add, step, tags = stats.update_ratios, self._scalars.add, stats.step, self._norm_tags
-        for name, grad_norm, ratio in zip(stats.names, stats.grad_norms.tolist(), ratios.tolist()):
-            grad_norm_tag, update_ratio_tag = tags[name]
-            add(grad_norm_tag, grad_norm, step)
-            add(update_ratio_tag, ratio, step)
-        for alert in self._rules.updates(step, stats.names, ratios, stats.grad_norms, self._ndims):
+        tags = self._tags_of_names.get(stats.names)
+        if tags is None:
+            tags = self._tags_of_names[stats.names] = [tag for name in stats.names for tag in self._norm_tags[name]]
+        values = [0.0] * len(tags)
+        values[0::2], values[1::2] = stats.grad_norms, stats.update_ratios
+        self._scalars.extend(tags, values, stats.step)
+        for alert in self._rules.updates(stats.step, stats.names, stats.update_ratios, stats.grad_norms, self._ndims):
             self._report(alert)
 
     # ---- forward hooks ----------------------------------------------------------------------------------
@@ -171,15 +173,14 @@ class Watch:
     def _layer_stats(self, path: str, kind: str, tags: tuple[str, str, str], output: Any) -> None:
         step = hooks.current_step()
         stats = activation_stats(path, kind, output.numpy())
-        add = self._scalars.add
-        add(tags[0], stats.mean_abs, step)
         if stats.dead_fraction is not None:
-            add(tags[1], stats.dead_fraction, step)
-        if stats.saturated_fraction is not None:
-            add(tags[2], stats.saturated_fraction, step)
-        if stats.dead_fraction is not None:
+            self._scalars.extend([tags[0], tags[1]], [stats.mean_abs, stats.dead_fraction], step)
             for alert in self._rules.dead(step, path, stats.dead_fraction):
                 self._report(alert)
+        elif stats.saturated_fraction is not None:
+            self._scalars.extend([tags[0], tags[2]], [stats.mean_abs, stats.saturated_fraction], step)
+        else:
+            self._scalars.add(tags[0], stats.mean_abs, step)
 
     def _batch_hook(self, module: Any, inputs: tuple, output: Any) -> None:
         if module.training and inputs:
