@@ -11,7 +11,8 @@ import numpy as np
 from board.data.downsample import DEFAULT_POINTS, envelope_indices
 from board.data.store import LogdirStore, UnknownSeries
 from instrumentation.format.alerts import ALERTS_RELPATH, Alert, AlertReader
-from instrumentation.format.memory_snapshot import MemorySnapshot, SnapshotFile, list_snapshots, read_snapshot
+from instrumentation.format.memory_snapshot import (MemorySnapshot, SnapshotFile, SnapshotHeader, list_snapshots,
+                                                    read_snapshot, read_snapshot_header)
 
 CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
 MEMORY_ALERT_KINDS = ("oom", "leak", "fragmentation")
@@ -79,6 +80,29 @@ def timeline(store: LogdirStore, run: str, device: str, points: int = DEFAULT_PO
 
 def snapshots(store: LogdirStore, run: str) -> list[SnapshotFile]:
     return list_snapshots(run_dir(store, run))
+
+
+_headers: dict[tuple[str, float], SnapshotHeader | None] = {}
+_headers_lock = threading.Lock()
+
+
+def snapshot_headers(store: LogdirStore, run: str) -> list[tuple[SnapshotFile, SnapshotHeader | None]]:
+    """The run's snapshots, oldest first, each with its header (None if unreadable); a file is read once (a
+    snapshot is written whole, by rename, and never changes)."""
+    found = []
+    for snapshot in snapshots(store, run):
+        key = (snapshot.path, snapshot.mtime)
+        with _headers_lock:
+            known = key in _headers
+            header = _headers.get(key)
+        if not known:
+            header = read_snapshot_header(snapshot.path)
+            with _headers_lock:
+                if len(_headers) > 4096:
+                    _headers.clear()
+                _headers[key] = header
+        found.append((snapshot, header))
+    return found
 
 
 class SnapshotCache:

@@ -10,8 +10,10 @@ from dash import MATCH, Dash, Input, Output, State, dcc, html, no_update
 from board.components.empty_state import empty_state
 from board.components.memory_figures import leak_evidence_figure, timeline_figure, treemap_figure
 from board.components.memory_table import allocator_summary, live_tensors_table
+from board.components.runs_table import human_bytes
 from board.context import board_context
-from board.data.memory import SnapshotCache, devices, memory_alerts, memory_runs, module_treemap, snapshots, timeline
+from board.data.memory import (SnapshotCache, devices, memory_alerts, memory_runs, module_treemap, snapshot_headers,
+                               timeline)
 from instrumentation.format.alerts import Alert
 
 dash.register_page(__name__, path="/memory", name="Memory", order=5, title="flowscope · memory")
@@ -73,9 +75,12 @@ def _alerts_section(run: str, alerts: list[Alert]) -> html.Div:
 
 def _snapshot_section(run: str, capture_id: str | None) -> html.Div:
     store = board_context().store
-    files = snapshots(store, run)
+    files = snapshot_headers(store, run)
     listing = html.Ul(id="memory-snapshots", children=[
-        html.Li(dcc.Link(f.capture_id, href=href(run, f.capture_id), className="memory-snapshot-link")) for f in files])
+        html.Li([dcc.Link(f.capture_id, href=href(run, f.capture_id), className="memory-snapshot-link"),
+                 html.Span("" if header is None else f" · {header.reason} · step {header.step} · {header.device} "
+                           f"{human_bytes(header.allocated_bytes)} allocated", className="fs-note")])
+        for f, header in files])
     children: list[Any] = [html.Summary(f"snapshots ({len(files)})"), listing]
     if capture_id:
         try:

@@ -116,6 +116,40 @@ class SnapshotFile:
     mtime: float
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotHeader:
+    """What a snapshot list shows, read from the first kilobytes of the file (``read_snapshot_header``)."""
+
+    device: str
+    reason: str
+    step: int
+    wall_time: float
+    allocated_bytes: int
+    peak_bytes: int
+
+
+_HEADER_READ_BYTES = 4096
+_BLOCKS_KEY = ',"blocks":'
+
+
+def read_snapshot_header(path: str | os.PathLike[str]) -> SnapshotHeader | None:
+    """Device, reason, step, wall time and allocator figures without reading the blocks: ``write_snapshot`` puts
+    them first. None when the file does not start that way (then read the whole snapshot)."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            head = handle.read(_HEADER_READ_BYTES)
+        end = head.find(_BLOCKS_KEY)
+        if end < 0:
+            return None
+        record = json.loads(head[:end] + "}")
+        allocator = record["allocator"]
+        return SnapshotHeader(str(record["device"]), str(record["reason"]), int(record["step"]),
+                              float(record["wall_time"]), int(allocator["allocated"]),
+                              int(allocator.get("peak", allocator["allocated"])))
+    except (OSError, EOFError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 

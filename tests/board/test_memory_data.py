@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from board.data.memory import devices, memory_alerts, memory_runs, module_treemap, snapshots, timeline
+from board.data.memory import devices, memory_alerts, memory_runs, module_treemap, snapshot_headers, snapshots, timeline
 from board.data.store import LogdirStore
 from board.data.system import gpus, series, system_runs
 from instrumentation.format.memory_snapshot import AllocatorState, MemoryBlock, MemorySnapshot
@@ -37,6 +37,10 @@ def test_store_views_of_planted_runs(tmp_path: Path) -> None:
     assert line.allocated[-1] - line.allocated[-2] == 32 * 48 * 4  # the hook keeps one fc1 output per step
     [leak] = memory_alerts(store, "leaky")
     assert leak.kind == "leak" and leak.evidence["snapshot"] in {f.capture_id for f in snapshots(store, "leaky")}
+    listed = {f.capture_id: header for f, header in snapshot_headers(store, "leaky")}
+    assert listed[leak.evidence["snapshot"]].reason == "leak" and listed[leak.evidence["snapshot"]].step == leak.step
+    [oom] = [header for _, header in snapshot_headers(store, "oom") if header.reason == "oom"]
+    assert (oom.device, oom.step) == ("cpu", 0) and oom.allocated_bytes > 0
     assert gpus(store, "healthy") == [0, 1]
     util = series(store, "healthy", "sys/gpu1/util_percent", "wall")
     assert util is not None and set(util.y.tolist()) == {20.0}

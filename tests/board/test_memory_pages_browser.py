@@ -45,6 +45,7 @@ def test_memory_page_leak_evidence_and_oom_report(page: Page, tmp_path: Path, me
     page.screenshot(path=str(tmp_path / "memory-leak.png"), full_page=True)
 
     page.goto(url + "/memory?run=oom")
+    expect(page.locator("#memory-snapshots")).to_contain_text("· oom · step 0 · cpu")
     link = page.locator(".memory-oom-link")
     expect(link).to_have_count(1)
     link.click()

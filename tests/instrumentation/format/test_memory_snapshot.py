@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from instrumentation.format.memory_snapshot import (AllocatorState, HistoryEntry, MemoryBlock, MemorySnapshot, Requested,
-                                                    list_snapshots, new_capture_id, read_snapshot, write_snapshot)
+                                                    SnapshotHeader, list_snapshots, new_capture_id, read_snapshot,
+                                                    read_snapshot_header, write_snapshot)
 
 SNAPSHOT = MemorySnapshot(
     device="cpu", reason="oom", step=7, wall_time=1.7e9,
@@ -53,3 +54,18 @@ def test_bad_files_raise_value_errors_naming_the_file(tmp_path: Path) -> None:
         write_snapshot(tmp_path, MemorySnapshot("cpu", "bored", 0, 0.0, SNAPSHOT.allocator, ()))
     with pytest.raises(ValueError, match="capture id"):
         write_snapshot(tmp_path, SNAPSHOT, "../escape")
+
+
+def test_the_header_is_read_without_the_blocks(tmp_path: Path) -> None:
+    many = MemorySnapshot(device="cpu", reason="leak", step=41, wall_time=1.75e9, allocator=SNAPSHOT.allocator,
+                          blocks=tuple(MemoryBlock(4, (1,), "float32", "Add", "", s, ("a.py:1 f",), "activation")
+                                       for s in range(20_000)))
+    path = write_snapshot(tmp_path, many, "2026_01_02_03_04_05")
+    assert read_snapshot_header(path) == SnapshotHeader("cpu", "leak", 41, 1.75e9, 1000, 1200)
+    foreign = tmp_path / "z.snapshot.json.gz"  # valid JSON, other key order: no header, the list shows the id only
+    with gzip.open(foreign, "wt") as handle:
+        json.dump({"blocks": [], **SNAPSHOT.to_dict()}, handle)
+    assert read_snapshot_header(foreign) is None
+    broken = tmp_path / "b.snapshot.json.gz"
+    broken.write_bytes(b"not gzip")
+    assert read_snapshot_header(broken) is None
