@@ -38,6 +38,32 @@ def scalar_us_per_call(make_writer: Callable[..., object], log_dir: str, calls: 
     return (enqueued - start) / calls * 1e6, (flushed - start) / calls * 1e6
 
 
+STEP_TAGS = [f"{kind}/layer{i}.weight" for kind in ("grad_norm", "update_ratio") for i in range(12)] + \
+    [f"act/layer{i}/mean_abs" for i in range(6)] + ["train/loss", "train/learning_rate"]
+
+
+def step_scalars_us_per_step(name: str, make_writer: Callable[..., object], log_dir: str, steps: int) -> tuple[float, float]:
+    """One training step's metrics (len(STEP_TAGS) scalars): flowscope's add_scalar_dict (one call per step), the
+    peers' add_scalar per value. (µs per step on the calling thread, µs per step including the final flush.)"""
+    writer = make_writer(log_dir)
+    values = np.random.default_rng(0).normal(size=(steps, len(STEP_TAGS))).tolist()
+    start = time.perf_counter()
+    if name == "flowscope":
+        add_dict = writer.add_scalar_dict
+        for step in range(steps):
+            add_dict(dict(zip(STEP_TAGS, values[step])), step)
+    else:
+        add_scalar = writer.add_scalar
+        for step in range(steps):
+            for tag, value in zip(STEP_TAGS, values[step]):
+                add_scalar(tag, value, step)
+    enqueued = time.perf_counter()
+    writer.flush()
+    flushed = time.perf_counter()
+    writer.close()
+    return (enqueued - start) / steps * 1e6, (flushed - start) / steps * 1e6
+
+
 def histogram_ms_per_call(make_writer: Callable[..., object], log_dir: str, values: np.ndarray,
                           calls: int) -> tuple[float, float]:
     """(ms per add_histogram on the calling thread, ms per call including the final flush)."""
@@ -105,6 +131,13 @@ def main() -> None:
             rows.append((f"add_scalar µs/call ({args.scalars // 1000}k calls)", name,
                          f"{calling_us:.2f} calling thread / {total_us:.2f} incl. flush",
                          f"{scalar['torch'][1] / total_us:.1f}× cheaper than torch (incl. flush)"))
+        steps = max(args.scalars // 20, 100)
+        per_step = {name: step_scalars_us_per_step(name, make, os.path.join(root, "d_" + name), steps)
+                    for name, make in writers.items()}
+        for name, (calling_us, total_us) in per_step.items():
+            rows.append((f"{len(STEP_TAGS)} scalars of one step, µs/step ({steps // 1000}k steps)", name,
+                         f"{calling_us:.1f} calling thread / {total_us:.1f} incl. flush",
+                         f"{per_step['torch'][1] / total_us:.1f}× cheaper than torch (incl. flush)"))
         rng = np.random.default_rng(0)
         for size, calls in ((10_000, 50), (1_000_000, 10)):
             values = rng.normal(size=size).astype(np.float32)
