@@ -211,6 +211,12 @@ def allocated_bytes(device: str = "cpu") -> int:
     return state.allocated if state is not None else 0
 
 
+def live_tensors(device: str = "cpu") -> int:
+    """Tensors alive on ``device`` now: ``stats(device).live_tensors`` without building a MemoryStats."""
+    state = _devices.get(device)
+    return state.live_tensors if state is not None else 0
+
+
 def reset_peak(device: str = "cpu") -> None:
     state = _state(device)
     state.peak = state.allocated
@@ -240,22 +246,34 @@ def live_blocks(device: str | None = None) -> list[LiveBlock]:
 
 
 def _copy_buffers() -> list[tuple[int, list]]:
-    """(key, entry) of every live buffer. NOTE: the cycle collector is paused while copying, so no garbage
-    tensor dies mid-copy (its release would change ``_buffers`` under the iteration)."""
+    """(key, entry) of every live buffer (see ``_paused_copy``)."""
+    return _paused_copy(list, _buffers.items())
+
+
+def _paused_copy(make: Any, view: Any) -> Any:
+    """``make(view)`` of a view of ``_buffers`` (``list`` or ``tuple``). NOTE: the cycle collector is paused while
+    copying, so no garbage tensor dies mid-copy (its release would change ``_buffers`` under the iteration)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return list(_buffers.items())
+        return make(view)
     finally:
         if enabled:
             gc.enable()
 
 
-def live_groups() -> dict[tuple, tuple[int, int]]:
+def live_set() -> tuple:
+    """The buffers live now as an opaque record for ``live_groups(record)`` later: one reference per buffer,
+    copied at C speed (what a group is made of never changes after register()), so a leak check can keep one per
+    step and group only the steps it needs."""
+    return _paused_copy(tuple, _buffers.values())
+
+
+def live_groups(live: tuple | None = None) -> dict[tuple, tuple[int, int]]:
     """(device, op, module, shape, dtype, category) → (live bytes, live buffers), summed over every live buffer
-    without building a record per buffer (what a leak check reads at each step boundary)."""
+    (or over a ``live_set()`` record) without building a record per buffer."""
     sums: dict[tuple, list[int]] = {}
-    for _, e in _copy_buffers():
+    for e in live_set() if live is None else live:
         key = (e[3], e[5], e[6], e[9], e[10], e[4])
         group = sums.get(key)
         if group is None:
@@ -286,6 +304,17 @@ def reset_step_peak(device: str = "cpu") -> None:
     state = _state(device)
     state.step_peak, state.rising = state.allocated, False
     state.peak_categories = state.categories.copy()
+
+
+def end_step_peak(device: str = "cpu") -> tuple[int, int, dict[str, int], dict[str, int]]:
+    """(allocated bytes, step peak bytes, categories at the peak, categories now) of ``device``, then
+    ``reset_step_peak``: what a reader at each step boundary takes, in one call (the dicts are its own)."""
+    state = _state(device)
+    now = state.categories.copy()
+    at_peak = dict(now) if state.rising else state.peak_categories
+    peak = state.step_peak
+    state.step_peak, state.rising, state.peak_categories = state.allocated, False, now.copy()
+    return state.allocated, peak, at_peak, now
 
 
 def arm_peak_capture(device: str, min_bytes: int | None) -> None:

@@ -19,7 +19,8 @@ def live_table(blocks: Iterable[memory.LiveBlock] | None = None) -> dict[int, tu
     return {b.buffer_id: block_of(b) for b in (memory.live_blocks() if blocks is None else blocks)}
 
 
-def live_groups() -> dict[tuple, tuple[int, int]]:
-    """leak.group_key → (live bytes, live blocks) of everything live now, as the event path keeps them."""
+def live_groups(live: tuple | None = None) -> dict[tuple, tuple[int, int]]:
+    """leak.group_key → (live bytes, live blocks) of everything live now (or in a ``memory.live_set()`` record), as
+    the event path keeps them."""
     return {(device, NO_STACK, op, module, shape, dtype, category): counts
-            for (device, op, module, shape, dtype, category), counts in memory.live_groups().items()}
+            for (device, op, module, shape, dtype, category), counts in memory.live_groups(live).items()}

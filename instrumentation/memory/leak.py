@@ -5,7 +5,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from instrumentation.memory.trend import Trend, trend
+from instrumentation.memory.trend import Trend, growth, trend
 
 # A live block as the tracker keeps it: a tuple with these fields (KEY: its group_key).
 BYTES, DEVICE, CATEGORY, OP, MODULE, STEP, SHAPE, DTYPE, STACK, KEY = range(10)
@@ -71,13 +71,25 @@ class TrendWindow:
         settings = self.settings
         if len(self.steps) < settings.window_steps or (self._seen - settings.warmup_steps) % settings.check_every_steps:
             return None
-        found = trend(list(self.steps), list(self.values))
-        return found if found.is_growth(self.min_bytes_per_step, settings.min_z) else None
+        return growth(list(self.steps), list(self.values), self.min_bytes_per_step, settings.min_z)
 
 
 def group_key(block: tuple) -> tuple:
     """What blocks are grouped by: (device, allocation stack, op, module, shape, dtype, category)."""
     return (block[DEVICE], block[STACK], block[OP], block[MODULE], block[SHAPE], block[DTYPE], block[CATEGORY])
+
+
+def groups_of_blocks(blocks: tuple[tuple, ...]) -> dict[tuple, tuple[int, int]]:
+    """group_key → (live bytes, live blocks) of block tuples (a copy of the tracker's live table's values)."""
+    sums: dict[tuple, list[int]] = {}
+    for block in blocks:
+        group = sums.get(block[KEY])
+        if group is None:
+            sums[block[KEY]] = [block[BYTES], 1]
+        else:
+            group[0] += block[BYTES]
+            group[1] += 1
+    return {key: (group[0], group[1]) for key, group in sums.items()}
 
 
 def attribute(history: list[tuple[int, dict[tuple, tuple[int, int]]]], device: str, min_z: float) -> list[LeakGroup]:
@@ -93,8 +105,8 @@ def attribute(history: list[tuple[int, dict[tuple, tuple[int, int]]]], device: s
     for key, (live_bytes, live_count) in last.items():
         if key[0] != device or live_bytes <= 0:
             continue
-        curve = trend(steps, [groups.get(key, (0, 0))[0] for _, groups in history])
-        if not curve.is_growth(1.0, min_z):
+        curve = growth(steps, [groups.get(key, (0, 0))[0] for _, groups in history], 1.0, min_z)
+        if curve is None:
             continue
         counts = trend(steps, [groups.get(key, (0, 0))[1] for _, groups in history])
         _, stack, op, module, shape, dtype, category = key

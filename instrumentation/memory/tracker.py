@@ -14,7 +14,7 @@ from instrumentation.format.gcpause import gc_paused
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.host import HostMemoryWatch
 from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, KEY, MODULE, OP, LeakSettings, TrendWindow, attribute,
-                                         group_key, likely_cause)
+                                         group_key, groups_of_blocks, likely_cause)
 from instrumentation.memory.oom import oom_alert, requested_of
 from instrumentation.memory.snapshot import build_snapshot, parameter_names
 from instrumentation.memory.stacks import StackRecorder
@@ -38,7 +38,7 @@ class MemoryBreakdown:
 
 class _Tally:
     __slots__ = ("allocated", "step_peak", "record_peak", "categories", "peak_categories", "pending_peak",
-                 "written_peak", "written_at", "window", "alerted", "prefix")
+                 "written_peak", "written_at", "window", "alerted", "prefix", "tags", "category_tags", "armed")
 
     def __init__(self, device: str, leak: LeakSettings | None) -> None:
         self.allocated = self.step_peak = self.record_peak = self.written_peak = 0
@@ -48,7 +48,16 @@ class _Tally:
         self.pending_peak: tuple[int, int, dict[int, tuple]] | None = None
         self.window = TrendWindow(leak) if leak is not None else None
         self.alerted: set[tuple] = set()
-        self.prefix = f"mem/{device}/"
+        self.prefix = prefix = f"mem/{device}/"
+        self.tags = tuple(prefix + name for name in ("allocated_bytes", "reserved_bytes", "peak_bytes", "live_tensors"))
+        self.category_tags: dict[str, str] = {}  # category -> its tag (built once)
+        self.armed: int | None | bool = False  # the peak capture size last asked of the allocator (False: unknown)
+
+    def category_tag(self, category: str) -> str:
+        tag = self.category_tags.get(category)
+        if tag is None:
+            tag = self.category_tags[category] = f"{self.prefix}{category}_bytes"
+        return tag
 
 
 class _BoundaryHooks:
@@ -79,6 +88,7 @@ class MemoryTracker:
         if history < 0:
             raise ValueError(f"history must be a number of events >= 0, got {history}")
         self.writer, self.run_dir = writer, writer.log_dir
+        self._add_scalar_dict = getattr(writer, "add_scalar_dict", None)
         self.alerts = AlertWriter(self.run_dir)
         self.model, self.leak_settings = model, leak
         self.peak_snapshots, self.peak_snapshot_interval_s, self.peak_growth = peak_snapshots, peak_snapshot_interval_s, peak_growth
@@ -93,9 +103,10 @@ class MemoryTracker:
         self._origin_ns = time.perf_counter_ns()
         self._live: dict[int, tuple] = {}
         self._tallies: dict[str, _Tally] = {}
-        # [live bytes, live blocks] per group (leak.group_key), and their values at the last step ends (attribution).
+        # [live bytes, live blocks] per group (leak.group_key); what was live at the last step ends (attribution: the
+        # groups are summed from these records only when a leak is found).
         self._groups: dict[tuple, list[int]] = {}
-        self._group_history: deque[tuple[int, dict]] = deque(maxlen=leak.window_steps if leak else 1)
+        self._group_history: deque[tuple[int, tuple]] = deque(maxlen=leak.window_steps if leak else 1)
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
         self._failures: set[str] = set()
         self._host_alerted = False
@@ -167,21 +178,22 @@ class MemoryTracker:
     def step_end(self, event: hooks.StepEvent) -> None:
         step, scalars = event.step, {}
         if self.leak_settings is not None:
-            self._group_history.append((step, live_groups() if self._boundary else
-                                        {key: (group[0], group[1]) for key, group in self._groups.items()}))
+            self._group_history.append((step, memory.live_set() if self._boundary else self._copy(self._live.values())))
         if self._boundary:
             for device in memory.devices():
                 if device not in self._tallies and not memory.allocated_bytes(device):
                     continue
                 self._read_allocator(device, self._tallies.get(device) or self._tally(device))
         for device, tally in list(self._tallies.items()):
-            prefix = tally.prefix
-            scalars[prefix + "allocated_bytes"] = tally.allocated
-            scalars[prefix + "reserved_bytes"] = tally.allocated  # NOTE: no pool on the CPU: reserved = allocated
-            scalars[prefix + "peak_bytes"] = tally.step_peak
-            scalars[prefix + "live_tensors"] = memory.stats(device).live_tensors
+            allocated_tag, reserved_tag, peak_tag, live_tag = tally.tags
+            # NOTE: floats, as the writer keeps them (it would convert each int in a call); reserved = allocated on the
+            # CPU (no pool)
+            scalars[allocated_tag] = scalars[reserved_tag] = float(tally.allocated)
+            scalars[peak_tag] = float(tally.step_peak)
+            scalars[live_tag] = float(memory.live_tensors(device))
+            peak_categories, tags = tally.peak_categories, tally.category_tags
             for category in tally.categories:
-                scalars[f"{prefix}{category}_bytes"] = tally.peak_categories.get(category, 0)
+                scalars[tags.get(category) or tally.category_tag(category)] = float(peak_categories.get(category, 0))
             tally.step_peak, tally.peak_categories = tally.allocated, tally.categories.copy()
             if tally.window is not None:
                 found = tally.window.observe(step, tally.allocated)
@@ -193,16 +205,16 @@ class MemoryTracker:
                 self._arm_peak(device, tally)
         found = None
         if self._host is not None and step % self.host_every_steps == 0:
-            scalars["mem/host/rss_bytes"], found = self._host.observe(step)
+            rss, found = self._host.observe(step)
+            scalars["mem/host/rss_bytes"] = float(rss)
         self._log(scalars, step)
         if found is not None:
             self._report_host_growth(found, step)
 
-    def _log(self, scalars: dict[str, int], step: int) -> None:
+    def _log(self, scalars: dict[str, float], step: int) -> None:
         """One queue item per step when the writer has ``add_scalar_dict`` (the same events as add_scalar each)."""
-        many = getattr(self.writer, "add_scalar_dict", None)
-        if many is not None:
-            many(scalars, step)
+        if self._add_scalar_dict is not None:
+            self._add_scalar_dict(scalars, step)
             return
         for tag, value in scalars.items():
             self.writer.add_scalar(tag, value, step)
@@ -222,9 +234,9 @@ class MemoryTracker:
                 by_module[block[MODULE]] = by_module.get(block[MODULE], 0) + block[BYTES]
         if self._boundary:
             return MemoryBreakdown(device, memory.allocated_bytes(device), self._peak(device) or 0,
-                                   memory.stats(device).live_tensors,
+                                   memory.live_tensors(device),
                                    {k: v for k, v in memory.category_bytes(device).items() if v}, by_module)
-        return MemoryBreakdown(device, tally.allocated, tally.record_peak, memory.stats(device).live_tensors,
+        return MemoryBreakdown(device, tally.allocated, tally.record_peak, memory.live_tensors(device),
                                {k: v for k, v in tally.categories.items() if v}, by_module)
 
     def close(self) -> None:
@@ -286,23 +298,25 @@ class MemoryTracker:
 
     def _read_allocator(self, device: str, tally: _Tally) -> None:
         """Stacks off: this step's figures from the allocator (read before the scalars are built)."""
-        peak = memory.step_peak(device)
-        memory.reset_step_peak(device)
-        tally.allocated, tally.step_peak, tally.peak_categories = memory.allocated_bytes(device), peak.bytes, peak.by_category
-        tally.categories = memory.category_bytes(device)
-        tally.record_peak = max(tally.record_peak, peak.bytes)
+        tally.allocated, tally.step_peak, tally.peak_categories, tally.categories = memory.end_step_peak(device)
+        if tally.step_peak > tally.record_peak:
+            tally.record_peak = tally.step_peak
         self._take_peak(device, tally)
 
     def _take_peak(self, device: str, tally: _Tally) -> None:
         capture = memory.take_peak_capture(device)
-        if capture is not None and self.peak_snapshots:
-            tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks))
+        if capture is not None:
+            tally.armed = False  # the allocator moved its capture size past this peak
+            if self.peak_snapshots:
+                tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks))
 
     def _arm_peak(self, device: str, tally: _Tally) -> None:
         """Stacks off: ask the allocator to keep the live buffers at the next peak a "peak" snapshot is due for."""
         due = self.peak_snapshots and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s
-        least = max(tally.record_peak + 1, -int(-tally.written_peak * (1 + self.peak_growth) // 1))
-        memory.arm_peak_capture(device, least if due else None)
+        least = max(tally.record_peak + 1, -int(-tally.written_peak * (1 + self.peak_growth) // 1)) if due else None
+        if least != tally.armed or tally.armed is False:
+            memory.arm_peak_capture(device, least)
+            tally.armed = least
 
     def _write_peak(self, device: str, tally: _Tally) -> None:
         step, allocated, live = tally.pending_peak
@@ -313,7 +327,8 @@ class MemoryTracker:
                                    peak_bytes=allocated))
 
     def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int) -> None:
-        window = [entry for entry in self._group_history if entry[0] >= found.steps[0]]
+        groups_of = live_groups if self._boundary else groups_of_blocks
+        window = [(at, groups_of(live)) for at, live in self._group_history if at >= found.steps[0]]
         groups = attribute(window, device, self.leak_settings.min_z)
         key = tuple((g.site, g.op, g.shape, g.category) for g in groups[:1])
         if key in tally.alerted:

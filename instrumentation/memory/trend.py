@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -63,8 +64,39 @@ class Trend:
         return self.slope >= min_slope and self.recent_slope >= 0.5 * self.slope and self.z >= min_z
 
 
-def trend(steps: list[int], values: list[int]) -> Trend:
+def trend(steps: list[int], values: list[int], z: float | None = None) -> Trend:
+    """The trend of ``values`` over ``steps`` (``z``: their Mann–Kendall z when already computed)."""
     x, y = np.asarray(steps, np.float64), np.asarray(values, np.float64)
     tail = max(3, x.size // 3)
     return Trend(tuple(steps), tuple(values), theil_sen_slope(x, y), theil_sen_slope(x[-tail:], y[-tail:]),
-                 mann_kendall_z(y))
+                 mann_kendall_z(y) if z is None else z)
+
+
+def growth(steps: list[int], values: list[int], min_slope: float, min_z: float) -> Trend | None:
+    """``trend(steps, values)`` if it ``is_growth(min_slope, min_z)``, else None: the same answer, mostly without
+    NumPy. Over steps that only increase: a window that never rises (each value <= the one before) has a
+    Mann–Kendall S <= 0 (z <= 0) and no positive pairwise slope; and a pair of steps further apart than
+    (max - min value) / ``min_slope`` has a slope below ``min_slope``, so when those are at least half of the
+    pairs the Theil–Sen median is below it. Otherwise z is tested before any slope is computed."""
+    if (min_z > 0 or min_slope > 0) and all(map(operator.lt, steps, steps[1:])):
+        if all(map(operator.ge, values, values[1:])):
+            return None
+        pairs = len(steps) * (len(steps) - 1) // 2
+        if min_slope > 0 and 2 * _close_pairs(steps, (max(values) - min(values)) / min_slope) < pairs:
+            return None
+    z = mann_kendall_z(np.asarray(values, np.float64))
+    if z < min_z:
+        return None
+    found = trend(steps, values, z)
+    return found if found.is_growth(min_slope, min_z) else None
+
+
+def _close_pairs(steps: list[int], distance: float) -> int:
+    """How many pairs i < j of increasing ``steps`` lie at most ``distance`` apart (with a margin for rounding)."""
+    distance = distance * (1 + 1e-9) + 1e-9
+    count, first = 0, 0
+    for last, step in enumerate(steps):
+        while step - steps[first] > distance:
+            first += 1
+        count += last - first
+    return count

@@ -1,0 +1,118 @@
+"""The leak check's shortcuts give the answers of the full computation: growth() vs trend().is_growth(), the
+per-step live_set() records vs live_groups() at that step, end_step_peak() vs step_peak()/category_bytes()."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import engine
+from engine import hooks, memory
+from instrumentation import SummaryWriter
+from instrumentation.format.memory_snapshot import list_snapshots, read_snapshot
+from instrumentation.memory import MemoryTracker
+from instrumentation.memory.trend import _close_pairs, growth, trend
+from training_loops import train
+
+
+def _windows(rng: np.random.Generator, min_slope: float) -> list[tuple[list[int], list[int]]]:
+    """Flat, noisy, rising, falling, step-like and slow-drift windows over regular, gapped and repeated steps, and
+    windows rising just above and just below ``min_slope`` per step."""
+    n = 30
+    regular, spaced = list(range(100, 100 + n)), list(range(0, 4 * n, 4))
+    gapped = sorted(rng.choice(1000, n, replace=False).tolist())
+    repeated = sorted(rng.integers(0, 12, n).tolist())
+    shapes = [
+        [5000] * n,
+        (5000 + rng.integers(-50, 50, n)).tolist(),
+        (5000 + 64 * np.arange(n)).tolist(),
+        (5000 + 64 * np.arange(n) + rng.integers(-100, 100, n)).tolist(),
+        (9000 - 7 * np.arange(n)).tolist(),
+        [5000] * 20 + [9000] * 10,
+        [5000] * 10 + [9000] * 20,
+        (5000 + np.minimum(np.arange(n), 12) * 100).tolist(),  # a cache that fills and stops
+        (138_000_000 + 4096 * (np.arange(n) // 2)).tolist(),  # RSS creeping by a page every other sample
+        (138_000_000 + 70_000 * np.arange(n) + rng.integers(0, 4096, n)).tolist(),
+        rng.integers(0, 2, n).tolist(),
+    ]
+    windows = [(steps, values) for steps in (regular, spaced, gapped, repeated) for values in shapes]
+    for steps in (regular, spaced, gapped):
+        for factor in (0.9, 1.05, 1.5):
+            rate = max(min_slope, 1.0) * factor
+            windows.append((steps, [int(5000 + rate * (s - steps[0])) + int(rng.integers(0, 3)) for s in steps]))
+    return windows
+
+
+@pytest.mark.parametrize(("min_slope", "min_z"), [(1.0, 4.0), (64 * 1024, 4.0), (16.0, 2.0), (1.0, -1.0),
+                                                  (0.0, 4.0), (-1.0, 0.5)])
+def test_growth_answers_as_the_full_trend(min_slope: float, min_z: float) -> None:
+    rng = np.random.default_rng(7)
+    answers = []
+    for steps, values in _windows(rng, min_slope) + _windows(rng, min_slope):
+        full = trend(steps, values)
+        expected = full if full.is_growth(min_slope, min_z) else None
+        assert growth(steps, values, min_slope, min_z) == expected, (steps, values)
+        answers.append(expected is not None)
+    assert any(answers) and not all(answers)
+
+
+def test_growth_finds_a_rising_window_and_skips_flat_ones() -> None:
+    steps = list(range(30))
+    assert growth(steps, [100 + 8 * s for s in steps], 1.0, 4.0) is not None
+    assert growth(steps, [100] * 30, 1.0, 4.0) is None
+
+
+def test_close_pairs_counts_as_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        steps = sorted(rng.choice(200, int(rng.integers(2, 40)), replace=False).tolist())
+        distance = float(rng.uniform(0, 60))
+        expected = sum(1 for a, b in itertools.combinations(steps, 2) if b - a <= distance)
+        assert _close_pairs(steps, distance) == expected
+
+
+def test_a_live_set_record_keeps_the_groups_of_its_moment() -> None:
+    keep = [engine.tensor(np.ones((3, 4), np.float32)) for _ in range(3)]
+    record, then = memory.live_set(), memory.live_groups()
+    more = [engine.tensor(np.ones(7, np.float32)), engine.tensor(np.ones((3, 4), np.float32))]
+    del keep[:2]
+    assert memory.live_groups(record) == then != memory.live_groups()
+    assert memory.live_groups(memory.live_set()) == memory.live_groups()
+    del keep, more
+
+
+def test_end_step_peak_is_step_peak_and_category_bytes_then_a_reset() -> None:
+    memory.reset_step_peak("cpu")
+    a = engine.tensor(np.ones(1000, np.float32))
+    b = a * 3.0
+    del a
+    peak, now = memory.step_peak("cpu"), memory.category_bytes("cpu")
+    allocated, peak_bytes, at_peak, categories = memory.end_step_peak("cpu")
+    assert (allocated, peak_bytes, at_peak, categories) == (memory.allocated_bytes("cpu"), peak.bytes,
+                                                            peak.by_category, now)
+    assert memory.step_peak("cpu").bytes == allocated  # reset
+    c = engine.tensor(np.ones(100, np.float32))  # still rising after the reset: the peak is now
+    allocated, peak_bytes, at_peak, categories = memory.end_step_peak("cpu")
+    assert peak_bytes == allocated and at_peak == categories == memory.category_bytes("cpu")
+    at_peak["activation"] = -1  # the dicts are the caller's
+    assert memory.category_bytes("cpu")["activation"] >= 0 and memory.step_peak("cpu").by_category["activation"] >= 0
+    assert memory.live_tensors("cpu") == memory.stats("cpu").live_tensors
+    del b, c
+
+
+def test_a_higher_peak_later_gets_its_own_snapshot(tmp_path: Path) -> None:
+    """The tracker asks the allocator for a peak capture only when the size it wants changes; after a capture the
+    allocator's size moved, so the next higher peak must still be captured."""
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path / "run") as writer:
+        tracker = MemoryTracker(writer, stacks=False, peak_snapshot_interval_s=0.0, peak_growth=0.0, leak=None)
+        train(3)
+        big = engine.tensor(np.ones(50_000, np.float32))  # 200 kB more than any peak so far
+        train(2)
+        tracker.close()
+        peaks = sorted(s.allocator.allocated for f in list_snapshots(tracker.run_dir)
+                       if (s := read_snapshot(f.path)).reason == "peak")
+        assert len(peaks) >= 2 and peaks[-1] >= peaks[0] + 200_000
+        del big
