@@ -145,10 +145,13 @@ def register(array: Any, category: str = "activation", op: str = "") -> int:
         state.peak = allocated
     state.live_tensors += 1
     state.live_buffers += 1
-    _buffers[key] = [nbytes, 1, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
-                     array.shape, array.dtype]
-    if _hooks.alloc:
-        _hooks.emit(_hooks.alloc, _event("alloc", nbytes, device, key, category, op, array))
+    module, phase, step, shape, dtype = _hooks.module_stack[-1], _hooks.phase, _hooks._step, array.shape, array.dtype
+    _buffers[key] = [nbytes, 1, state, device, category, op, module, phase, step, shape, dtype]
+    if _hooks.alloc:  # NOTE: the event is built here, not in a helper: one call less per allocation
+        _hooks.emit(_hooks.alloc, _new_tuple(_MemoryEvent, (
+            "alloc", nbytes, device, key, category, op, module, phase, step,
+            shape if shape.__class__ is tuple else tuple(shape), _dtype_names.get(dtype) or _hooks.dtype_name(dtype),
+            _perf_counter_ns())))
     return key
 
 
@@ -169,7 +172,9 @@ def release(key: int) -> None:
     state.categories[entry[4]] -= entry[0]
     state.live_buffers -= 1
     if _hooks.free:
-        _hooks.emit(_hooks.free, _event("free", entry[0], entry[3], key, entry[4], "", None))
+        _hooks.emit(_hooks.free, _new_tuple(_MemoryEvent, ("free", entry[0], entry[3], key, entry[4], "",
+                                                           _hooks.module_stack[-1], _hooks.phase, _hooks._step, (), "",
+                                                           _perf_counter_ns())))
 
 
 def _leave_peak(state: _DeviceState) -> None:
@@ -181,13 +186,9 @@ def _leave_peak(state: _DeviceState) -> None:
 
 
 _new_tuple = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__ (~2x)
-
-
-def _event(action: str, nbytes: int, device: str, key: int, category: str, op: str, array: Any) -> _hooks.MemoryEvent:
-    shape = tuple(array.shape) if array is not None else ()
-    dtype = _hooks.dtype_name(array.dtype) if array is not None else ""
-    return _new_tuple(_hooks.MemoryEvent, (action, nbytes, device, key, category, op, _hooks.module_stack[-1],
-                                           _hooks.phase, _hooks._step, shape, dtype, time.perf_counter_ns()))
+_MemoryEvent = _hooks.MemoryEvent
+_dtype_names: dict = getattr(_hooks, "_dtype_names", {})  # hooks.dtype_name's memo (empty: that is called)
+_perf_counter_ns = time.perf_counter_ns
 
 
 def stats(device: str = "cpu") -> MemoryStats:

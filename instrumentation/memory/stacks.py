@@ -18,17 +18,19 @@ class StackRecorder:
 
     Frames whose file lies under ``engine/`` or ``instrumentation/`` are skipped (so a leak points at the user's
     line, not at ``Linear.forward``). Per code object the internal/user decision is cached; per sequence of
-    (code, line) the formatted tuple is cached, so steady-state training formats no strings."""
+    (code, last instruction) the formatted tuple is cached, so steady-state training reads no line numbers (a
+    frame's ``f_lineno`` decodes the line table) and formats no strings. NOTE: code objects are looked up by id:
+    ``hash(code)`` is not cached and hashes the constants of the code (costly for a module's or a long function's);
+    the table keeps every code object it has seen alive, so an id is never reused while it is in the table."""
 
-    __slots__ = ("depth", "_internal", "_interned", "_formatted_lines")
+    __slots__ = ("depth", "_codes", "_interned")
 
     def __init__(self, depth: int = 4) -> None:
         if depth < 1:
             raise ValueError(f"stack depth must be at least 1, got {depth}")
         self.depth = depth
-        self._internal: dict[CodeType, bool] = {}
-        self._interned: dict[tuple, tuple[str, ...]] = {}
-        self._formatted_lines: dict[tuple[CodeType, int], str] = {}
+        self._codes: dict[int, tuple[CodeType, bool]] = {}  # id(code) -> (code, internal?)
+        self._interned: dict[tuple, tuple[str, ...]] = {}  # (id(code), lasti, ...) of the user frames -> the stack
 
     def capture(self, skip: int = 2) -> tuple[str, ...]:
         """The stack of the caller ``skip`` frames up (2: the caller of the hook method that calls this)."""
@@ -36,29 +38,36 @@ class StackRecorder:
             frame = _getframe(skip)
         except ValueError:
             return ()
-        internal = self._internal
+        codes = self._codes
         key: list = []
-        while frame is not None and len(key) < self.depth:
+        left = self.depth
+        while frame is not None:
             code = frame.f_code
-            skip_frame = internal.get(code)
-            if skip_frame is None:
-                skip_frame = internal[code] = is_internal(code.co_filename)
-            if not skip_frame:
-                key.append(code)
-                key.append(frame.f_lineno)
+            known = codes.get(id(code))
+            if known is None:
+                known = codes[id(code)] = (code, is_internal(code.co_filename))
+            if not known[1]:
+                key.append(id(code))
+                key.append(frame.f_lasti)
+                left -= 1
+                if not left:
+                    break
             frame = frame.f_back
         key_tuple = tuple(key)
         stack = self._interned.get(key_tuple)
         if stack is None:
-            stack = self._interned[key_tuple] = tuple(self._format(key_tuple[i], key_tuple[i + 1])
-                                                      for i in range(0, len(key_tuple), 2))
+            stack = self._interned[key_tuple] = self._format(skip + 1)
         return stack
 
-    def _format(self, code: CodeType, line: int) -> str:
-        text = self._formatted_lines.get((code, line))
-        if text is None:
-            text = self._formatted_lines[(code, line)] = f"{_short_path(code.co_filename)}:{line} {code.co_name}"
-        return text
+    def _format(self, skip: int) -> tuple[str, ...]:
+        """The same walk, formatting the user frames (once per distinct stack)."""
+        frame, lines = _getframe(skip), []
+        while frame is not None and len(lines) < self.depth:
+            code = frame.f_code
+            if not self._codes[id(code)][1]:
+                lines.append(f"{_short_path(code.co_filename)}:{frame.f_lineno} {code.co_name}")
+            frame = frame.f_back
+        return tuple(lines)
 
 
 def is_internal(filename: str) -> bool:

@@ -1,6 +1,7 @@
 """MemoryTracker: an engine-hooks observer keeping live blocks, per-step ``mem/`` scalars, snapshots, OOM and leaks."""
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from collections import deque
@@ -10,7 +11,6 @@ from typing import Any
 from engine import hooks, memory
 from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
-from instrumentation.format.gcpause import gc_paused
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.host import HostMemoryWatch
 from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, KEY, MODULE, OP, LeakSettings, TrendWindow, attribute,
@@ -37,7 +37,7 @@ class MemoryBreakdown:
 
 
 class _Tally:
-    __slots__ = ("allocated", "step_peak", "record_peak", "categories", "peak_categories", "pending_peak",
+    __slots__ = ("allocated", "step_peak", "rising", "record_peak", "categories", "peak_categories", "pending_peak",
                  "written_peak", "written_at", "window", "alerted", "prefix", "tags", "category_tags", "armed")
 
     def __init__(self, device: str, leak: LeakSettings | None) -> None:
@@ -45,6 +45,7 @@ class _Tally:
         self.written_at = -float("inf")
         self.categories: dict[str, int] = {}
         self.peak_categories: dict[str, int] = {}
+        self.rising = False  # (stacks on) allocated is at step_peak and nothing was freed since: categories are the peak's
         self.pending_peak: tuple[int, int, dict[int, tuple]] | None = None
         self.window = TrendWindow(leak) if leak is not None else None
         self.alerted: set[tuple] = set()
@@ -52,6 +53,9 @@ class _Tally:
         self.tags = tuple(prefix + name for name in ("allocated_bytes", "reserved_bytes", "peak_bytes", "live_tensors"))
         self.category_tags: dict[str, str] = {}  # category -> its tag (built once)
         self.armed: int | None | bool = False  # the peak capture size last asked of the allocator (False: unknown)
+
+    def leave_peak(self) -> None:
+        self.peak_categories, self.rising = self.categories.copy(), False
 
     def category_tag(self, category: str) -> str:
         tag = self.category_tags.get(category)
@@ -96,7 +100,7 @@ class MemoryTracker:
             raise ValueError(f"host_every_steps must be >= 1, got {host_every_steps}")
         self.host_every_steps = host_every_steps
         self.snapshots: list[str] = []  # paths written, oldest first
-        self._stacks = StackRecorder(stack_depth) if stacks else None
+        self._capture = StackRecorder(stack_depth).capture if stacks else None
         self._boundary = not stacks
         self._history: deque[tuple] = deque(maxlen=history)
         self._history_append = self._history.append
@@ -124,11 +128,10 @@ class MemoryTracker:
 
     # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
     def alloc(self, event: hooks.MemoryEvent) -> None:
-        stack = self._stacks.capture(2) if self._stacks is not None else ()
-        device, category, op, module, shape, dtype, nbytes, step = (
-            event.device, event.category, event.op, event.module, event.shape, event.dtype, event.bytes, event.step)
+        stack = self._capture(2) if self._capture is not None else ()
+        _, nbytes, device, buffer_id, category, op, module, _, step, shape, dtype, time_ns, *_ = event  # one unpack
         key = (device, stack, op, module, shape, dtype, category)
-        self._live[event.buffer_id] = (nbytes, device, category, op, module, step, shape, dtype, stack, key)
+        self._live[buffer_id] = (nbytes, device, category, op, module, step, shape, dtype, stack, key)
         group = self._groups.get(key)
         if group is None:
             self._groups[key] = [nbytes, 1]
@@ -140,30 +143,32 @@ class MemoryTracker:
         categories[category] = categories.get(category, 0) + nbytes
         allocated = tally.allocated = tally.allocated + nbytes
         if allocated > tally.step_peak:
-            tally.step_peak = allocated
-            tally.peak_categories = categories.copy()
+            tally.step_peak, tally.rising = allocated, True  # the categories at the peak are copied at the next free
             if allocated > tally.record_peak:
                 tally.record_peak = allocated
                 if (self.peak_snapshots and allocated >= tally.written_peak * (1 + self.peak_growth)
                         and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
                     tally.pending_peak = (step, allocated, self._copy(self._live))
-        self._history_append((event.time_ns, "alloc", nbytes, op, step, device))
+        self._history_append((time_ns, "alloc", nbytes, op, step, device))
 
     def free(self, event: hooks.MemoryEvent) -> None:
         block = self._live.pop(event.buffer_id, None)
         if block is None:
             return
-        nbytes, device = block[BYTES], block[DEVICE]
+        nbytes, device, category, op = block[0], block[1], block[2], block[3]  # BYTES, DEVICE, CATEGORY, OP
         tally = self._tallies[device]
-        tally.categories[block[CATEGORY]] -= nbytes
+        if tally.rising:
+            tally.leave_peak()
+        tally.categories[category] -= nbytes
         tally.allocated -= nbytes
-        group = self._groups[block[KEY]]
+        key = block[KEY]
+        group = self._groups[key]
         if group[1] == 1:
-            del self._groups[block[KEY]]
+            del self._groups[key]
         else:
             group[0] -= nbytes
             group[1] -= 1
-        self._history_append((event.time_ns, "free", nbytes, block[OP], event.step, device))
+        self._history_append((event.time_ns, "free", nbytes, op, event.step, device))
 
     def oom(self, event: hooks.OomEvent) -> None:
         """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
@@ -185,6 +190,8 @@ class MemoryTracker:
                     continue
                 self._read_allocator(device, self._tallies.get(device) or self._tally(device))
         for device, tally in list(self._tallies.items()):
+            if tally.rising:
+                tally.leave_peak()
             allocated_tag, reserved_tag, peak_tag, live_tag = tally.tags
             # NOTE: floats, as the writer keeps them (it would convert each int in a call); reserved = allocated on the
             # CPU (no pool)
@@ -293,8 +300,13 @@ class MemoryTracker:
     def _copy(container: Any) -> Any:
         """A copy of a table the alloc/free handlers change. NOTE: with the cycle collector paused, no garbage
         Tensor can die in the middle (its free event would change the table under the copy's iteration)."""
-        with gc_paused():
+        enabled = gc.isenabled()  # NOTE: not gc_paused(): a generator context manager costs more than this copy
+        gc.disable()
+        try:
             return dict(container) if isinstance(container, dict) else tuple(container)
+        finally:
+            if enabled:
+                gc.enable()
 
     def _read_allocator(self, device: str, tally: _Tally) -> None:
         """Stacks off: this step's figures from the allocator (read before the scalars are built)."""

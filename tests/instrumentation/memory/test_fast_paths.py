@@ -13,6 +13,7 @@ from engine import hooks, memory
 from instrumentation import SummaryWriter
 from instrumentation.format.memory_snapshot import list_snapshots, read_snapshot
 from instrumentation.memory import MemoryTracker
+from instrumentation.memory.leak import OP, SHAPE, STACK
 from instrumentation.memory.trend import _close_pairs, growth, trend
 from training_loops import train
 
@@ -116,3 +117,37 @@ def test_a_higher_peak_later_gets_its_own_snapshot(tmp_path: Path) -> None:
                        if (s := read_snapshot(f.path)).reason == "peak")
         assert len(peaks) >= 2 and peaks[-1] >= peaks[0] + 200_000
         del big
+
+
+def test_memory_events_start_with_the_fields_the_tracker_unpacks() -> None:
+    assert hooks.MemoryEvent._fields[:12] == ("action", "bytes", "device", "buffer_id", "category", "op", "module",
+                                              "phase", "step", "shape", "dtype", "time_ns")
+
+
+def _outer(depth: int, kept: list) -> None:
+    _middle(depth, kept)
+
+
+def _middle(depth: int, kept: list) -> None:
+    _inner(depth, kept)
+
+
+def _inner(depth: int, kept: list) -> None:
+    kept.append(engine.tensor(np.ones(3, np.float32)))  # the allocation
+
+
+def test_stacks_hold_stack_depth_user_frames_innermost_first(make_tracker) -> None:
+    for depth in (1, 2, 3):
+        tracker, kept = make_tracker(stacks=True, stack_depth=depth, leak=None), []
+        for _ in range(2):  # the second time from the interned stacks
+            _outer(depth, kept)
+        stacks = {block[STACK] for block in tracker._live.values() if block[OP] == "tensor" and block[SHAPE] == (3,)}
+        assert len(stacks) == 1
+        [stack] = stacks
+        assert [frame.rsplit(" ", 1)[1] for frame in stack] == ["_inner", "_middle", "_outer"][:depth]
+        assert stack[0].split(" ")[0].endswith(f"test_fast_paths.py:{_ALLOCATION_LINE}")
+        tracker.close()
+
+
+_ALLOCATION_LINE = next(number for number, text in enumerate(Path(__file__).read_text().splitlines(), start=1)
+                        if text.endswith("# the allocation"))
