@@ -9,9 +9,8 @@ NO_STACK: tuple[str, ...] = ()
 
 
 def block_of(b: memory.LiveBlock) -> tuple:
-    """An engine ``LiveBlock`` as the tracker's block tuple (leak.BYTES … leak.KEY), without a stack."""
-    key = (b.device, NO_STACK, b.op, b.module, b.shape, b.dtype, b.category)
-    return (b.bytes, b.device, b.category, b.op, b.module, b.step, b.shape, b.dtype, NO_STACK, key)
+    """An engine ``LiveBlock`` as the tracker's block tuple (leak.BYTES … leak.STACK), without a stack."""
+    return (b.bytes, b.device, b.category, b.op, b.module, b.step, b.shape, b.dtype, NO_STACK)
 
 
 def live_table(blocks: Iterable[memory.LiveBlock] | None = None) -> dict[int, tuple]:

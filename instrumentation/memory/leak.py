@@ -7,8 +7,8 @@ from typing import Any
 
 from instrumentation.memory.trend import Trend, growth, trend
 
-# A live block as the tracker keeps it: a tuple with these fields (KEY: its group_key).
-BYTES, DEVICE, CATEGORY, OP, MODULE, STEP, SHAPE, DTYPE, STACK, KEY = range(10)
+# A live block as the tracker keeps it: a tuple with these fields (its group: group_key(block)).
+BYTES, DEVICE, CATEGORY, OP, MODULE, STEP, SHAPE, DTYPE, STACK = range(9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +83,10 @@ def groups_of_blocks(blocks: tuple[tuple, ...]) -> dict[tuple, tuple[int, int]]:
     """group_key → (live bytes, live blocks) of block tuples (a copy of the tracker's live table's values)."""
     sums: dict[tuple, list[int]] = {}
     for block in blocks:
-        group = sums.get(block[KEY])
+        key = group_key(block)
+        group = sums.get(key)
         if group is None:
-            sums[block[KEY]] = [block[BYTES], 1]
+            sums[key] = [block[BYTES], 1]
         else:
             group[0] += block[BYTES]
             group[1] += 1

@@ -13,8 +13,8 @@ from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.host import HostMemoryWatch
-from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, KEY, MODULE, OP, LeakSettings, TrendWindow, attribute,
-                                         group_key, groups_of_blocks, likely_cause)
+from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, MODULE, LeakSettings, TrendWindow, attribute,
+                                         groups_of_blocks, likely_cause)
 from instrumentation.memory.oom import oom_alert, requested_of
 from instrumentation.memory.snapshot import build_snapshot, parameter_names
 from instrumentation.memory.stacks import StackRecorder
@@ -107,9 +107,7 @@ class MemoryTracker:
         self._origin_ns = time.perf_counter_ns()
         self._live: dict[int, tuple] = {}
         self._tallies: dict[str, _Tally] = {}
-        # [live bytes, live blocks] per group (leak.group_key); what was live at the last step ends (attribution: the
-        # groups are summed from these records only when a leak is found).
-        self._groups: dict[tuple, list[int]] = {}
+        # What was live at the last step ends (attribution: groups are summed from these only when a leak is found).
         self._group_history: deque[tuple[int, tuple]] = deque(maxlen=leak.window_steps if leak else 1)
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
         self._failures: set[str] = set()
@@ -122,22 +120,14 @@ class MemoryTracker:
             self._hooks: Any = hooks.subscribe(_BoundaryHooks(self))
             return
         for key, nbytes, device, category, _refs in memory.live_buffers():  # what exists before we listen
-            block = (nbytes, device, category, "(before tracking)", "", -1, (), "", ())
-            self._add(key, block + (group_key(block),))
+            self._add(key, (nbytes, device, category, "(before tracking)", "", -1, (), "", ()))
         self._hooks = hooks.subscribe(self)
 
     # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
     def alloc(self, event: hooks.MemoryEvent) -> None:
         stack = self._capture(2) if self._capture is not None else ()
         _, nbytes, device, buffer_id, category, op, module, _, step, shape, dtype, time_ns, *_ = event  # one unpack
-        key = (device, stack, op, module, shape, dtype, category)
-        self._live[buffer_id] = (nbytes, device, category, op, module, step, shape, dtype, stack, key)
-        group = self._groups.get(key)
-        if group is None:
-            self._groups[key] = [nbytes, 1]
-        else:
-            group[0] += nbytes
-            group[1] += 1
+        self._live[buffer_id] = (nbytes, device, category, op, module, step, shape, dtype, stack)
         tally = self._tallies.get(device) or self._tally(device)
         categories = tally.categories
         categories[category] = categories.get(category, 0) + nbytes
@@ -161,13 +151,6 @@ class MemoryTracker:
             tally.leave_peak()
         tally.categories[category] -= nbytes
         tally.allocated -= nbytes
-        key = block[KEY]
-        group = self._groups[key]
-        if group[1] == 1:
-            del self._groups[key]
-        else:
-            group[0] -= nbytes
-            group[1] -= 1
         self._history_append((event.time_ns, "free", nbytes, op, event.step, device))
 
     def oom(self, event: hooks.OomEvent) -> None:
@@ -276,9 +259,6 @@ class MemoryTracker:
     def _add(self, key: int, block: tuple) -> None:
         """Count a block that existed before the tracker subscribed."""
         self._live[key] = block
-        group = self._groups.setdefault(block[KEY], [0, 0])
-        group[0] += block[BYTES]
-        group[1] += 1
         tally = self._tallies.get(block[DEVICE]) or self._tally(block[DEVICE])
         tally.categories[block[CATEGORY]] = tally.categories.get(block[CATEGORY], 0) + block[BYTES]
         tally.allocated += block[BYTES]
