@@ -126,7 +126,7 @@ class MemoryTracker:
     # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
     def alloc(self, event: hooks.MemoryEvent) -> None:
         stack = self._capture(2) if self._capture is not None else ()
-        _, nbytes, device, buffer_id, category, op, module, _, step, shape, dtype, time_ns, *_ = event  # one unpack
+        _, nbytes, device, buffer_id, category, op, module, _, step, shape, dtype, *_ = event  # one unpack
         self._live[buffer_id] = (nbytes, device, category, op, module, step, shape, dtype, stack)
         tally = self._tallies.get(device) or self._tally(device)
         categories = tally.categories
@@ -139,7 +139,7 @@ class MemoryTracker:
                 if (self.peak_snapshots and allocated >= tally.written_peak * (1 + self.peak_growth)
                         and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
                     tally.pending_peak = (step, allocated, self._copy(self._live))
-        self._history_append((time_ns, "alloc", nbytes, op, step, device))
+        self._history_append(event)  # snapshot.history_records reads it
 
     def free(self, event: hooks.MemoryEvent) -> None:
         block = self._live.pop(event.buffer_id, None)

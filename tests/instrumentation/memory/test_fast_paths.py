@@ -151,3 +151,32 @@ def test_stacks_hold_stack_depth_user_frames_innermost_first(make_tracker) -> No
 
 _ALLOCATION_LINE = next(number for number, text in enumerate(Path(__file__).read_text().splitlines(), start=1)
                         if text.endswith("# the allocation"))
+
+
+class _Recorder:
+    """An independent record of the allocator's events: (action, bytes, op of the buffer, step)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, str, int]] = []
+        self.ops: dict[int, str] = {}
+
+    def alloc(self, event: hooks.MemoryEvent) -> None:
+        self.ops[event.buffer_id] = event.op
+        self.events.append(("alloc", event.bytes, event.op, event.step))
+
+    def free(self, event: hooks.MemoryEvent) -> None:
+        self.events.append(("free", event.bytes, self.ops.pop(event.buffer_id, "?"), event.step))
+
+
+def test_snapshot_history_lists_allocations_and_frees_with_their_op(make_tracker) -> None:
+    tracker, recorder = make_tracker(stacks=True, leak=None, history=1000), _Recorder()
+    hooks.subscribe(recorder)
+    try:
+        train(3)
+        snapshot = read_snapshot(tracker.snapshot("manual"))
+    finally:
+        hooks.unsubscribe(recorder)
+    got = [(h.action, h.bytes, h.op, h.step) for h in snapshot.history]
+    assert got and got == recorder.events[-len(got):]
+    assert {"alloc", "free"} <= {action for action, *_ in got}
+    assert all(later.t >= earlier.t >= 0 for earlier, later in zip(snapshot.history, snapshot.history[1:]))
