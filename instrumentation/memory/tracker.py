@@ -184,7 +184,8 @@ class MemoryTracker:
             peak_categories, tags = tally.peak_categories, tally.category_tags
             for category in tally.categories:
                 scalars[tags.get(category) or tally.category_tag(category)] = float(peak_categories.get(category, 0))
-            tally.step_peak, tally.peak_categories = tally.allocated, tally.categories.copy()
+            if not self._boundary:  # (stacks off: the allocator's end_step_peak started the next step peak)
+                tally.step_peak, tally.peak_categories = tally.allocated, tally.categories.copy()
             if tally.window is not None:
                 found = tally.window.observe(step, tally.allocated)
                 if found is not None:
