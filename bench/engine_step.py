@@ -171,7 +171,7 @@ def hook_overhead(args: argparse.Namespace, x: np.ndarray, y: np.ndarray) -> lis
     call_ns = min(timeit.repeat(lambda: Add()(a, b), number=calls, repeat=5)) / calls * 1e9
     forward_ns = min(timeit.repeat(lambda: Add().forward(a._data, b._data), number=calls, repeat=5)) / calls * 1e9
     setup = "from engine import hooks as _hooks, config as _config"
-    check_ns = (min(timeit.repeat("_hooks.op_start or _hooks.op_end or _config.DEBUG", setup, number=calls * 5,
+    check_ns = (min(timeit.repeat("_hooks.ops_observed or _config.DEBUG", setup, number=calls * 5,
                                   repeat=5))
                 - min(timeit.repeat("pass", number=calls * 5, repeat=5))) / (calls * 5) * 1e9
     checks_per_step = counter.forward + 1  # one per forward op, one per backward pass

@@ -106,7 +106,7 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
         roots.append(out._ctx)
         pending.add(out._ctx, seed, "seed")
     previous_phase = _hooks.set_phase("backward")
-    observed = bool(_hooks.op_start or _hooks.op_end)
+    observed = _hooks.ops_observed
     try:
         for fn in _topological_order(roots):
             grad = pending.arrays.get(fn)
@@ -140,23 +140,46 @@ def _collect(results: dict[int, tuple[Tensor, np.ndarray]], tensor: Tensor, arra
 
 
 def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
-    # NOTE: events are built as tuple.__new__(OpEvent, values): a NamedTuple's own __new__ is a Python call (~2x).
-    name = fn.name + "Backward"
-    parents, module, step, shapes, dtypes = fn.parents, fn.module, _hooks._step, (grad.shape,), (_hooks.dtype_name(grad.dtype),)
-    if _hooks.op_start:
-        _hooks.emit(_hooks.op_start, _new_tuple(_hooks.OpEvent, (name, "backward", module, step, shapes, dtypes, (grad,),
-                                                                  (), 0, time.perf_counter_ns())))
+    """``fn.backward(grad)`` recorded in the op log (``engine.op_log``) and/or emitted as op events."""
+    cls, log = type(fn), _hooks.op_log
+    name = _backward_names.get(cls) or _backward_names.setdefault(cls, cls.__name__ + "Backward")
+    if _hooks.op_start or _hooks.op_end or log is None:
+        return _call_backward_with_events(fn, grad, name, log)
+    start_ns = _now()
     in_grads = fn.backward(grad)
-    if _hooks.op_end:
-        outputs = tuple([g for g, p in zip(in_grads, parents) if g is not None])
-        nbytes = 0
-        for g in outputs:
-            nbytes += int(g.nbytes)
-        _hooks.emit(_hooks.op_end, _new_tuple(_hooks.OpEvent, (name, "backward", module, step, shapes, dtypes, (grad,),
-                                                                outputs, nbytes, time.perf_counter_ns())))
+    nbytes = 0
+    for g in in_grads:
+        if g is not None:
+            nbytes += g.nbytes
+    log.record(name, fn.module, (grad,), start_ns, nbytes)
     return in_grads
 
 
+def _call_backward_with_events(fn: Function, grad: np.ndarray, name: str, log: Any) -> tuple[Any, ...]:
+    # NOTE: events are built as tuple.__new__(OpEvent, values): a NamedTuple's own __new__ is a Python call (~2x).
+    parents, module, step = fn.parents, fn.module, _hooks._step
+    shapes, dtypes = (grad.shape,), (_hooks.dtype_name(grad.dtype),)
+    if _hooks.op_start:
+        _hooks.emit(_hooks.op_start, _new_tuple(_hooks.OpEvent, (name, "backward", module, step, shapes, dtypes, (grad,),
+                                                                  (), 0, _now())))
+    start_ns = _now() if log is not None else 0
+    in_grads = fn.backward(grad)
+    if log is None and not _hooks.op_end:
+        return in_grads
+    outputs = tuple([g for g, p in zip(in_grads, parents) if g is not None])
+    nbytes = 0
+    for g in outputs:
+        nbytes += int(g.nbytes)
+    if log is not None:
+        log.record(name, module, (grad,), start_ns, nbytes)
+    if _hooks.op_end:
+        _hooks.emit(_hooks.op_end, _new_tuple(_hooks.OpEvent, (name, "backward", module, step, shapes, dtypes, (grad,),
+                                                                outputs, nbytes, _now())))
+    return in_grads
+
+
+_backward_names: dict[type, str] = {}  # op class -> its backward op's name ("Linear" -> "LinearBackward")
+_now = time.perf_counter_ns
 _new_tuple = tuple.__new__
 
 

@@ -19,6 +19,7 @@ from engine import memory as _memory
 from engine.tensor import Tensor
 
 _grad_enabled = True
+_now = time.perf_counter_ns
 
 
 class no_grad:
@@ -70,7 +71,7 @@ class Function:
 
     def __call__(self, *inputs: Tensor) -> Tensor:
         needs_grad = _grad_enabled and any(t.requires_grad for t in inputs)
-        if _hooks.op_start or _hooks.op_end or _config.DEBUG:
+        if _hooks.ops_observed or _config.DEBUG:
             return self._call_observed(inputs, needs_grad)
         out = self.forward(*[t._data for t in inputs])
         if type(out) is not np.ndarray:
@@ -91,19 +92,23 @@ class Function:
         return result
 
     def _call_observed(self, inputs: tuple[Tensor, ...], needs_grad: bool) -> Tensor:
+        """``__call__`` with op events for observers and/or a record in the op log (``engine.op_log``)."""
         arrays = [t._data for t in inputs]
         event = None
+        log = _hooks.op_log
         observed = _hooks.op_start or _hooks.op_end
-        if observed:
-            if not _hooks._step_open and _hooks.phase == "forward":
-                _hooks.mark_step_begin()
-            if _hooks.op_start:  # NOTE: with op_end observers only, the one event is built after the op
-                event = _op_event(type(self).__name__, arrays)
-                _hooks.emit(_hooks.op_start, event)
+        if (observed or log is not None) and not _hooks._step_open and _hooks.phase == "forward":
+            _hooks.mark_step_begin()
+        if observed and _hooks.op_start:  # NOTE: with op_end observers only, the one event is built after the op
+            event = _op_event(type(self).__name__, arrays)
+            _hooks.emit(_hooks.op_start, event)
+        start_ns = _now() if log is not None else 0
         out = self.forward(*arrays)
         if type(out) is not np.ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
             out = np.asarray(out)
         result = self._wrap(out, inputs, needs_grad)
+        if log is not None:
+            log.record(type(self).__name__, _hooks.module_stack[-1], arrays, start_ns, out.nbytes)
         if observed and _hooks.op_end:
             _hooks.emit(_hooks.op_end, _ended(event, (out,)) if event is not None else
                         _op_event(type(self).__name__, arrays, (out,), int(out.nbytes)))

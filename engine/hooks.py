@@ -4,8 +4,9 @@ An observer is any object with a subset of the methods ``op_start(OpEvent)``, ``
 ``alloc(MemoryEvent)``, ``free(MemoryEvent)``, ``oom(OomEvent)``, ``step_begin(StepEvent)``,
 ``step_end(StepEvent)``, ``data_wait(DataWaitEvent)``, ``module_begin(ModuleEvent)``,
 ``module_end(ModuleEvent)``, ``optimizer_step_begin(OptimizerEvent)`` and ``optimizer_step_end(OptimizerEvent)``.
-The engine checks a plain list per hook point, so with no observer the cost is one attribute load and a
-truth test. An exception raised by an observer is reported once (per observer and hook point) on stderr and
+The engine checks a plain list per hook point (per op: the one flag ``ops_observed``), so with no observer the
+cost is one attribute load and a truth test. A profiler can instead install an ``engine.op_log.OpLog``
+(``set_op_log``): the engine then appends a few ints per op to it, with no event object and no call. An exception raised by an observer is reported once (per observer and hook point) on stderr and
 the observer keeps receiving later events: observing must never break training. The one exception is a
 ``PropagatingError`` (e.g. ``engine.NonFiniteError``), which an observer raises on purpose to stop the
 computation. Hook state is process-global and meant for the training thread.
@@ -32,6 +33,11 @@ module_begin: list = []
 module_end: list = []
 optimizer_step_begin: list = []
 optimizer_step_end: list = []
+
+# The profiler's fast path (engine.op_log.OpLog): while set, the engine appends every op to it directly.
+op_log: Any = None
+# op_start or op_end or op_log: the one flag Function.__call__ tests per op (kept by subscribe/unsubscribe/set_op_log).
+ops_observed: bool = False
 
 _observers: list[Any] = []
 _owners: dict[int, tuple[Any, str]] = {}  # id(subscribed method) -> (observer, hook point)
@@ -136,6 +142,7 @@ def subscribe(observer: Any) -> Any:
         if callable(method):
             _owners[id(method)] = (observer, name)
             globals()[name].append(method)
+    _refresh_ops_observed()
     return observer
 
 
@@ -153,6 +160,20 @@ def unsubscribe(observer: Any) -> None:
         points[:] = [h for h in points if id(h) in _owners]
     # NOTE: failures are keyed by id(observer); forget them, or a later observer reusing the id is never reported.
     _reported.difference_update([key for key in _reported if key[0] == id(observer)])
+    _refresh_ops_observed()
+
+
+def set_op_log(log: Any) -> Any:
+    """Install ``log`` (an ``engine.op_log.OpLog``, or None to remove it) as the op log; returns the previous one."""
+    global op_log
+    previous, op_log = op_log, log
+    _refresh_ops_observed()
+    return previous
+
+
+def _refresh_ops_observed() -> None:
+    global ops_observed
+    ops_observed = bool(op_start or op_end or op_log is not None)
 
 
 def observers() -> tuple[Any, ...]:

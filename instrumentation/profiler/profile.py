@@ -117,6 +117,9 @@ class profile:
             self.step_num += 1
             current = self.schedule(self.step_num)
             recorder = self._recorder
+            if current is previous and current is not ProfilerAction.RECORD_AND_SAVE and \
+                    (recorder is not None) is (current in _RECORDING):
+                return  # mid-cycle: nothing starts or ends (the common case, once per step)
             if recorder is not None:
                 cycle_ends = previous is ProfilerAction.RECORD_AND_SAVE or current is ProfilerAction.NONE
                 if cycle_ends:

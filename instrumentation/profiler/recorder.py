@@ -7,16 +7,17 @@ import time
 from typing import Any
 
 from engine import hooks, memory
+from engine.op_log import OP_LOG_STRIDE, OpLog
 
-# What is kept per op is a few ints in flat lists (no per-op object survives, so recording adds no work for the
-# cycle collector); names, shapes and dtypes are interned once per distinct (op, phase, module, shapes, dtypes).
-#   op key:   (op, phase, module, input_shapes, input_dtypes)              -> its index in _op_keys
-#   op data:  OP_STRIDE ints per op: key index, step, start_ns, end_ns, output_bytes
-#   memory:   profile_memory: the engine's allocated bytes (cpu) after each op, aligned with the ops
+# What is kept per op is a few ints in a flat list (no per-op object survives, so recording adds no work for the
+# cycle collector): an ``engine.op_log.OpLog``. The engine appends to it directly (no event, no observer call) when
+# this recorder holds the engine's one op-log slot; otherwise (another recorder holds it, or ``with_stack``) the
+# recorder's op_start/op_end observers append the same records to their own OpLog.
+#   op data:  OP_LOG_STRIDE ints per op: key code, step, start_ns, end_ns, output_bytes, allocated bytes (cpu) after
+#   op keys:  log.keys[code] = (op, phase, module, input_shapes, input_dtypes)
 #   spans:    (category, name, start_ns, end_ns, step)        category: instrumentation.format.trace CAT_*
 # ``ops`` and ``memory`` rebuild the readable tuples for export. Module spans are not hooked (two more events per
 # module call): export derives them from each op's module path.
-OP_STRIDE = 5
 
 
 class Recorder:
@@ -35,28 +36,33 @@ class Recorder:
         self.stacks: list[tuple[str, ...]] = []  # with_stack: the caller's frames of each op, aligned with ops
         self.spans: list[tuple] = []
         self.steps_seen = 0  # step_end events while recording
-        self._op_keys: list[tuple] = []
-        self._op_codes: dict[tuple, int] = {}
-        self._op_data: list[int] = []
-        self._memory_data: list[int] = []
+        self.log = OpLog(record_shapes)
         self._step_start_ns: int | None = None
         self._optimizer_start_ns = 0
         self._observer: Any = None
+        self._installed = False  # the log is the engine's op log (hooks.set_op_log)
         self.started_ns = self.stopped_ns = 0
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
         if self._observer is not None:
             return
-        self._observer = _observer_for(self)
+        # NOTE: the engine's op-log slot when free (with_stack needs the caller's frames: an op_start observer)
+        self._installed = not self.with_stack and hooks.op_log is None
+        self._observer = _observer_for(self, with_op_hooks=not self._installed)
         self.started_ns = time.perf_counter_ns()
         hooks.subscribe(self._observer)
+        if self._installed:
+            hooks.set_op_log(self.log)
 
     def stop(self) -> None:
         if self._observer is None:
             return
+        if self._installed and hooks.op_log is self.log:
+            hooks.set_op_log(None)
         hooks.unsubscribe(self._observer)
         self._observer = None
+        self._installed = False
         self.stopped_ns = time.perf_counter_ns()
 
     @property
@@ -64,8 +70,9 @@ class Recorder:
         return self._observer is not None
 
     def clear(self) -> None:
-        # NOTE: in place: the observer's closures hold these very lists
-        del self._op_data[:], self._memory_data[:], self.stacks[:], self.spans[:]
+        # NOTE: in place: the engine or the observer's closures hold these very lists
+        self.log.clear()
+        del self.stacks[:], self.spans[:]
         self.steps_seen = 0
         self._step_start_ns = None
         self.started_ns = time.perf_counter_ns()
@@ -76,28 +83,22 @@ class Recorder:
     # --- what was recorded, readable ------------------------------------------------------------------------
     @property
     def op_count(self) -> int:
-        return len(self._op_data) // OP_STRIDE
+        return len(self.log.data) // OP_LOG_STRIDE
 
     @property
     def ops(self) -> list[tuple]:
         """(op, phase, module, step, start_ns, end_ns, input_shapes, input_dtypes, output_bytes) per op."""
-        keys, data = self._op_keys, self._op_data
+        keys, data = self.log.keys, self.log.data
         return [keys[data[i]][:3] + (data[i + 1], data[i + 2], data[i + 3]) + keys[data[i]][3:] + (data[i + 4],)
-                for i in range(0, len(data), OP_STRIDE)]
+                for i in range(0, len(data), OP_LOG_STRIDE)]
 
     @property
     def memory(self) -> list[tuple[int, str, int]]:
-        """(time_ns, device, allocated_bytes) sampled at the end of each op (profile_memory)."""
-        data = self._memory_data
-        return [(data_end, "cpu", allocated) for data_end, allocated in zip(self._op_data[3::OP_STRIDE], data)]
-
-    def op_code(self, key: tuple) -> int:
-        """The index of an op key (see the layout above), interning it on first sight."""
-        code = self._op_codes.get(key)
-        if code is None:
-            code = self._op_codes[key] = len(self._op_keys)
-            self._op_keys.append(key)
-        return code
+        """(time_ns, device, allocated_bytes) at the end of each op (profile_memory; [] without)."""
+        if not self.profile_memory:
+            return []
+        data = self.log.data
+        return [(end_ns, "cpu", allocated) for end_ns, allocated in zip(data[3::OP_LOG_STRIDE], data[5::OP_LOG_STRIDE])]
 
     # --- hook methods (op_start/op_end are closures built by _observer_for) ---------------------------------------
     def step_begin(self, event: hooks.StepEvent) -> None:
@@ -131,16 +132,18 @@ class Recorder:
 _HOOKS = ("step_begin", "step_end", "data_wait", "optimizer_step_begin", "optimizer_step_end")
 
 
-def _observer_for(recorder: Recorder) -> Any:
-    """An object exposing only the hook methods wanted. ``op_start``/``op_end`` are closures over the recorder's
-    lists (a few list operations per op: no attribute lookups, no object kept per op)."""
+def _observer_for(recorder: Recorder, with_op_hooks: bool) -> Any:
+    """An object exposing only the hook methods wanted. With ``with_op_hooks``, ``op_start``/``op_end`` are closures
+    appending to the recorder's log what the engine would append itself (a few list operations per op)."""
     observer = type("ProfilerObserver", (), {})()
     for name in _HOOKS:
         setattr(observer, name, getattr(recorder, name))
+    if not with_op_hooks:
+        return observer
     start_ns = [0]
-    extend, codes, intern = recorder._op_data.extend, recorder._op_codes, recorder.op_code
-    sample, allocated = recorder._memory_data.append, memory.allocated_bytes
-    with_stack, stacks, shapes, memory_on = recorder.with_stack, recorder.stacks, recorder.record_shapes, recorder.profile_memory
+    log = recorder.log
+    extend, codes, intern, cpu = log.data.extend, {}, log.intern, memory._state("cpu")
+    with_stack, stacks, shapes = recorder.with_stack, recorder.stacks, recorder.record_shapes
 
     def op_start(event: hooks.OpEvent) -> None:
         start_ns[0] = event.time_ns
@@ -151,9 +154,9 @@ def _observer_for(recorder: Recorder) -> Any:
         key = ((event.op, event.phase, event.module, event.input_shapes, event.input_dtypes) if shapes
                else (event.op, event.phase, event.module, (), ()))
         code = codes.get(key)
-        extend((intern(key) if code is None else code, event.step, start_ns[0], event.time_ns, event.output_bytes))
-        if memory_on:
-            sample(allocated("cpu"))
+        if code is None:
+            code = codes[key] = intern(key)
+        extend((code, event.step, start_ns[0], event.time_ns, event.output_bytes, cpu.allocated))
 
     observer.op_end = op_end
     observer.op_start = op_start

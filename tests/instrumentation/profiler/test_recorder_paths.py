@@ -1,0 +1,64 @@
+"""A recorder holding the engine's op-log slot and one recording through op observers record the same ops."""
+from __future__ import annotations
+
+import numpy as np
+
+import engine
+from engine import hooks
+from engine.nn import functional as F
+from instrumentation.profiler.recorder import Recorder
+
+
+def _steps(count: int) -> None:
+    engine.manual_seed(0)
+    model = engine.nn.Sequential(engine.nn.Linear(4, 8), engine.nn.ReLU(), engine.nn.Linear(8, 3))
+    optimizer = engine.optim.Adam(model.parameters(), lr=0.01)
+    x, y = engine.tensor(np.ones((6, 4), dtype=np.float32)), engine.tensor(np.array([0, 1, 2, 0, 1, 2]))
+    for _ in range(count):
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+
+def _without_times(ops: list[tuple]) -> list[tuple]:
+    return [op[:4] + op[6:] for op in ops]
+
+
+def test_second_recorder_falls_back_to_observers_and_agrees():
+    hooks.reset_step(0)
+    first, second, stacked = Recorder(), Recorder(), Recorder(with_stack=True)
+    first.start()
+    second.start()
+    stacked.start()
+    try:
+        assert hooks.op_log is first.log  # one slot: the first recorder holds it
+        _steps(2)
+    finally:
+        stacked.stop()
+        second.stop()
+        assert hooks.op_log is first.log  # a fallback recorder never releases the slot it does not hold
+        first.stop()
+    assert hooks.op_log is None and not hooks.ops_observed
+    assert first.op_count == second.op_count == stacked.op_count > 10
+    assert _without_times(first.ops) == _without_times(second.ops) == _without_times(stacked.ops)
+    assert len(stacked.stacks) == stacked.op_count and all(stacked.stacks)
+    assert all(frame.endswith("_steps") or "_steps" in frame for frame in stacked.stacks[0][:1])
+    # the observer path brackets the engine's own timing of each op
+    for inner, outer in zip(first.ops, second.ops):
+        assert outer[4] <= inner[4] <= inner[5] <= outer[5]
+    assert [m[2] for m in first.memory] == [m[2] for m in second.memory]
+    assert [s[1] for s in first.spans if s[0] == "step"] == ["step 0", "step 1"]
+
+
+def test_slot_is_taken_by_the_next_recorder_after_stop():
+    first = Recorder()
+    first.start()
+    first.stop()
+    second = Recorder(profile_memory=False)
+    second.start()
+    try:
+        assert hooks.op_log is second.log
+        _steps(1)
+    finally:
+        second.stop()
+    assert second.op_count > 0 and second.memory == [] and first.op_count == 0
