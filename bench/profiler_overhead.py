@@ -1,7 +1,7 @@
 """Profiler cost: digits-MLP step time with the profiler off / recording vs torch.profiler on the same PyTorch MLP,
 trace bytes per step, and the time the Profile page needs to open a 1M-event trace with its top-ops table.
 
-Run ``python bench/profiler_overhead.py [--repeats 7] [--steps 200] [--events 1000000]``. Everything runs in one
+Run ``python bench/profiler_overhead.py [--repeats 15] [--steps 100] [--events 1000000]``. Everything runs in one
 process; repeats are interleaved (off, recording, torch off, torch profiler, ...) and medians reported.
 """
 from __future__ import annotations
@@ -201,8 +201,8 @@ def single_threaded_blas() -> Any:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--open-repeats", type=int, default=3, help="interleaved opens of the big trace, each way")
