@@ -243,7 +243,7 @@ def mark_step_begin() -> None:
     _step_open = True
     _step_start_ns = time.perf_counter_ns()
     if step_begin:
-        emit(step_begin, StepEvent(_step, _step_start_ns))
+        emit(step_begin, tuple.__new__(StepEvent, (_step, _step_start_ns, 0)))
 
 
 def mark_step_end() -> None:
@@ -253,7 +253,7 @@ def mark_step_end() -> None:
         mark_step_begin()
     now = time.perf_counter_ns()
     if step_end:
-        emit(step_end, StepEvent(_step, now, now - _step_start_ns))
+        emit(step_end, tuple.__new__(StepEvent, (_step, now, now - _step_start_ns)))
     _step_open = False
     _step += 1
 

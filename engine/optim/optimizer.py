@@ -17,7 +17,8 @@ class _Required:
         return "<required parameter>"
 
 
-required = _Required()  # a default that a param group must set itself (SGD's lr)
+required = _Required()
+_new_event = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__  # a default that a param group must set itself (SGD's lr)
 
 
 class Optimizer:
@@ -109,7 +110,8 @@ class Optimizer:
                 loss = closure()
         previous = _hooks.set_phase("optimizer")
         if _hooks.optimizer_step_begin:
-            _hooks.emit(_hooks.optimizer_step_begin, _hooks.OptimizerEvent(self, _hooks._step, time.perf_counter_ns()))
+            _hooks.emit(_hooks.optimizer_step_begin, _new_event(_hooks.OptimizerEvent, (self, _hooks._step,
+                                                                                          time.perf_counter_ns())))
         try:
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
@@ -118,7 +120,8 @@ class Optimizer:
         finally:
             _hooks.set_phase(previous)
         if _hooks.optimizer_step_end:
-            _hooks.emit(_hooks.optimizer_step_end, _hooks.OptimizerEvent(self, _hooks._step, time.perf_counter_ns()))
+            _hooks.emit(_hooks.optimizer_step_end, _new_event(_hooks.OptimizerEvent, (self, _hooks._step,
+                                                                                        time.perf_counter_ns())))
         _hooks.mark_step_end()
         return loss
 
