@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field
-from statistics import median
+
 from typing import Any
 
 from instrumentation.dynamics.thresholds import DynamicsThresholds
@@ -50,6 +51,7 @@ class DynamicsRules:
         self.thresholds = thresholds
         self.streaks = Streaks()
         self.losses: deque[float] = deque(maxlen=thresholds.loss_window)
+        self._sorted_losses: list[float] = []
         self.first_median: float | None = None
         self.in_spike = False
         self.learning_rate: float | None = None
@@ -122,7 +124,7 @@ class DynamicsRules:
         t, losses = self.thresholds, self.losses
         alerts = []
         if len(losses) >= t.loss_min_history:
-            recent = median(losses)
+            recent = self._median()
             if self.first_median is None:
                 self.first_median = recent
             limit = max(t.loss_spike_factor * recent, recent + t.loss_spike_min_rise * self.first_median)
@@ -135,5 +137,14 @@ class DynamicsRules:
                                               "window": list(losses)}))
             self.in_spike = spike
         if math.isfinite(value):
+            if len(losses) == losses.maxlen:
+                del self._sorted_losses[bisect_left(self._sorted_losses, losses[0])]
             losses.append(value)
+            insort(self._sorted_losses, value)
         return alerts
+
+    def _median(self) -> float:
+        """``statistics.median`` of the recent losses, from a sorted copy kept alongside (no sort per step)."""
+        ordered, count = self._sorted_losses, len(self._sorted_losses)
+        middle = count // 2
+        return ordered[middle] if count % 2 else (ordered[middle - 1] + ordered[middle]) / 2
