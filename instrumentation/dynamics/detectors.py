@@ -5,7 +5,6 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field
-
 from typing import Any
 
 from instrumentation.dynamics.thresholds import DynamicsThresholds
