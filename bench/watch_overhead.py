@@ -74,8 +74,8 @@ def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, repea
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=100, help="steps per repeat (the CNN runs a fifth of them)")
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--steps", type=int, default=300, help="steps per repeat (the CNN runs a fifth of them)")
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
