@@ -4,9 +4,10 @@ Each record is byte-identical to serializing its Event with protobuf and framing
 An Event holding one ``simple_value`` is a fixed byte layout per (tag, step varint length, wall time present):
 only the wall time, the step and the value vary. CRC-32C is affine in the data, so a record's CRC is the CRC of
 its layout with those bytes zeroed, XOR the contribution of each variable byte, which depends only on the byte and
-its distance from the end of the record (``_contributions``). Consecutive steps that log the same tags (the usual
-case: one ``add_scalar_dict`` per step) are built as one array, a row per step; anything else is built
-record by record with protobuf. Records keep the order they were added in.
+its distance from the end of the record (``_contributions``). Steps that log the same list of tags (the usual
+case: one ``add_scalar_dict`` per step, or the same ``add_scalar`` every step) are built as one array, a row per
+step, whatever else is logged in between; anything else is built record by record with protobuf. Records keep the
+order they were added in.
 """
 from __future__ import annotations
 
@@ -115,6 +116,7 @@ class ScalarRecordEncoder:
         self._fallback = ScalarEventBuilder()
         self._last_tags: list[str] | None = None
         self._last_ids: np.ndarray | None = None
+        self._ids_of_lists: dict[tuple[str, ...], np.ndarray] = {}  # one ids array per distinct list of tags
         self._clear()
 
     def _clear(self) -> None:
@@ -142,10 +144,15 @@ class ScalarRecordEncoder:
     def add_many(self, tags: list[str], values: list[float], step: int, wall_time: float) -> None:
         """Events of one step and wall time; ``tags`` and ``values`` are aligned."""
         if tags != self._last_tags:
-            ids = self._ids
-            self._last_ids = np.fromiter((ids[tag] if tag in ids else self._new_id(tag) for tag in tags),
-                                         dtype=np.intp, count=len(tags))
-            self._last_tags = list(tags)
+            key = tuple(tags)
+            known = self._ids_of_lists.get(key)
+            if known is None:
+                if len(self._ids_of_lists) >= 1024:
+                    self._ids_of_lists.clear()
+                ids = self._ids
+                known = self._ids_of_lists[key] = np.fromiter(
+                    (ids[tag] if tag in ids else self._new_id(tag) for tag in tags), dtype=np.intp, count=len(tags))
+            self._last_ids, self._last_tags = known, list(tags)
         self._id_chunks.append(self._last_ids)
         self._values.extend(values)
         self._steps.append(step)
@@ -174,23 +181,32 @@ class ScalarRecordEncoder:
         unsigned_steps = step_column.view(np.uint64)
         step_lengths = np.where(step_column == 0, 0, _varint_length(unsigned_steps)).tolist()
         has_wall = (wall_column.view(np.uint64) != 0).tolist()
-        parts: list[bytes] = []
-        first = first_value = 0
-        for item in range(1, len(chunks) + 1):
-            if (item < len(chunks) and chunks[item] is chunks[first] and step_lengths[item] == step_lengths[first]
-                    and has_wall[item] == has_wall[first]):
-                continue  # the run of steps logging the same tags with the same record layouts goes on
-            ids, items = chunks[first], item - first
-            events = items * len(ids)
-            if events < self.MIN_BATCH or len(set(ids.tolist())) != len(ids):
-                parts.append(frame_records(self._items_one_by_one(chunks, values, steps, walls, counts, first, item,
-                                                                  first_value)))
+        starts = np.cumsum([0] + counts[:-1]).tolist()
+        groups: dict[tuple[int, int, bool], list[int]] = {}  # steps logging the same tags with the same layouts
+        for item, ids in enumerate(chunks):
+            key = (id(ids), step_lengths[item], has_wall[item])
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [item]
             else:
-                layout = self._run_layout(ids, step_lengths[first], has_wall[first])
-                parts.append(layout.encode(wall_bytes[first:item], unsigned_steps[first:item],
-                                           value_bytes[first_value:first_value + events].reshape(items, -1)))
-            first, first_value = item, first_value + events
-        return b"".join(parts)
+                group.append(item)
+        parts: list[bytes | memoryview | None] = [None] * len(chunks)
+        for items in groups.values():
+            ids = chunks[items[0]]
+            if len(items) * len(ids) < self.MIN_BATCH or len(set(ids.tolist())) != len(ids):
+                for item in items:
+                    parts[item] = frame_records(self._items_one_by_one(chunks, values, steps, walls, counts, item,
+                                                                       item + 1, starts[item]))
+                continue
+            rows = np.asarray(items, dtype=np.intp)
+            value_rows = value_bytes[np.asarray([starts[i] for i in items], dtype=np.intp)[:, None]
+                                     + np.arange(len(ids))].reshape(len(items), -1)
+            layout = self._run_layout(ids, step_lengths[items[0]], has_wall[items[0]])
+            block = memoryview(layout.encode(wall_bytes[rows], unsigned_steps[rows], value_rows))
+            width = layout.template.size
+            for row, item in enumerate(items):  # back into the order the steps were added in
+                parts[item] = block[row * width:(row + 1) * width]
+        return b"".join(parts)  # type: ignore[arg-type]
 
     def _items_one_by_one(self, chunks: list[np.ndarray], values: list[float], steps: list[int], walls: list[float],
                           counts: list[int], first: int, stop: int, first_value: int) -> list[bytes]:

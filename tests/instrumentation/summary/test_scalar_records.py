@@ -85,3 +85,24 @@ def test_tensorboard_reads_the_bulk_records(tmp_path):
         read = accumulator.Scalars(tag)
         assert [e.step for e in read] == list(range(500))
         np.testing.assert_array_equal([e.value for e in read], values[:, column].astype(np.float32))
+
+
+class _CountingBuilder(ScalarEventBuilder):
+    calls = 0
+
+    def __call__(self, *args):
+        type(self).calls += 1
+        return super().__call__(*args)
+
+
+def test_interleaved_tag_lists_each_take_the_bulk_path_and_keep_their_order():
+    """What watch() writes: per step the watched scalars, the loss on its own, the memory tracker's scalars."""
+    encoder, events = ScalarRecordEncoder(), []
+    encoder._fallback = counting = _CountingBuilder()
+    mem_tags = ["mem/cpu/allocated_bytes", "mem/cpu/peak_bytes"]
+    for step in range(1, 300):
+        _add(encoder, events, TAGS, [step * 0.5 + i for i in range(len(TAGS))], step, 1e9 + step)
+        _add(encoder, events, ["train/loss"], [1.0 / step], step, 1e9 + step + 0.1)
+        _add(encoder, events, list(mem_tags), [float(step), float(2 * step)], step, 1e9 + step + 0.2)
+    assert encoder.take() == _expected(events)
+    assert counting.calls == 0
