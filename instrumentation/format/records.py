@@ -40,6 +40,11 @@ class _Headers(dict):
 _HEADERS_BY_LENGTH = _Headers()
 
 
+def record_header(length: int) -> bytes:
+    """The 12 bytes before a record of ``length`` data bytes (its length and the length's masked CRC)."""
+    return _HEADERS_BY_LENGTH[length]
+
+
 def frame_record(data: bytes) -> bytes:
     """One framed record: header, data, footer."""
     return b"".join((_HEADERS_BY_LENGTH[len(data)], data, _CRC.pack(masked_crc32c(data))))
@@ -49,7 +54,7 @@ def frame_records(datas: list[bytes]) -> bytes:
     """Many framed records at once: the per-record work runs in C (map) and numpy (the CRC masks)."""
     if len(datas) < 8:
         return b"".join(map(frame_record, datas))
-    masked = _masked(np.fromiter(map(crc32c, datas), dtype=np.uint64, count=len(datas)))
+    masked = masked_crc32c_array(np.fromiter(map(crc32c, datas), dtype=np.uint64, count=len(datas)))
     parts: list[bytes | None] = [None] * (3 * len(datas))
     parts[0::3] = map(_HEADERS_BY_LENGTH.__getitem__, map(len, datas))
     parts[1::3] = datas
@@ -129,7 +134,8 @@ def scan_records(buffer: bytes, offset: int = 0, max_records: int | None = None)
     return scan
 
 
-def _masked(crcs: np.ndarray) -> np.ndarray:
+def masked_crc32c_array(crcs: np.ndarray) -> np.ndarray:
+    """``masked_crc32c`` of many CRC-32C values at once (uint64 in, uint64 out)."""
     return (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(_MASK_DELTA)) & np.uint64(_U32)
 
 
@@ -138,7 +144,7 @@ def _drop_corrupt(scan: RecordScan, buffer: bytes, data_ends: list[int]) -> None
     footer_starts = np.asarray(data_ends, dtype=np.int64)
     raw = np.frombuffer(buffer, dtype=np.uint8)
     stored = raw[footer_starts[:, None] + np.arange(FOOTER_BYTES)].view("<u4").ravel().astype(np.uint64)
-    masked = _masked(np.fromiter(map(crc32c, scan.records), dtype=np.uint64, count=len(scan.records)))
+    masked = masked_crc32c_array(np.fromiter(map(crc32c, scan.records), dtype=np.uint64, count=len(scan.records)))
     bad = np.flatnonzero(masked != stored)
     if bad.size:
         good = np.ones(len(scan.records), dtype=bool)

@@ -11,17 +11,15 @@ order they were added in.
 """
 from __future__ import annotations
 
-import struct
 
 import numpy as np
 from google_crc32c import value as crc32c
 
-from instrumentation.format.records import frame_records, masked_crc32c
+from instrumentation.format.records import frame_records, masked_crc32c_array, record_header
 from instrumentation.summary.builders import ScalarEventBuilder
 
 _BUILDER = ScalarEventBuilder()
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), reflected
-_MASK_DELTA = 0xA282EAD8
 _WALL_KEY, _STEP_KEY, _SUMMARY_KEY, _VALUE_KEY, _TAG_KEY, _SIMPLE_VALUE_KEY = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x15
 _VARINT_BOUNDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)  # a varint needs 1 + #(>= bound)
 
@@ -86,10 +84,8 @@ class _Layout:
         data += bytes([_SUMMARY_KEY]) + _varint(len(summary)) + summary
         self.step_bytes = step_bytes
         self.value_at = len(data) - 4
-        header = struct.pack("<Q", len(data))
         # offsets below are into the framed record: 12 header bytes, the data, 4 CRC bytes
-        self.template = np.frombuffer(header + struct.pack("<I", masked_crc32c(header)) + bytes(data) + bytes(4),
-                                      dtype=np.uint8)
+        self.template = np.frombuffer(record_header(len(data)) + bytes(data) + bytes(4), dtype=np.uint8)
         variable = ([self.wall_at + k for k in range(8)] if has_wall else []) + \
                    [self.step_at + k for k in range(step_bytes)] + [self.value_at + k for k in range(4)]
         self.variable = np.array(variable, dtype=np.intp) + 12
@@ -283,6 +279,6 @@ class _RunLayout:
         block[:, self.value_columns] = value_bytes
         contributions = self.table[block[:, self.variable] + self.offsets].reshape(count, self.tags, -1)
         crc = (np.bitwise_xor.reduce(contributions, axis=2) ^ self.base_crc).astype(np.uint64)
-        masked = (((crc >> np.uint64(15)) | (crc << np.uint64(17))) + np.uint64(_MASK_DELTA)) & np.uint64(0xFFFFFFFF)
-        block[:, self.crc_columns] = masked.astype("<u4", order="C").view(np.uint8).reshape(count, -1)
+        masked = masked_crc32c_array(crc).astype("<u4", order="C")
+        block[:, self.crc_columns] = masked.view(np.uint8).reshape(count, -1)
         return block.tobytes()
