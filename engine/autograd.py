@@ -140,18 +140,22 @@ def _collect(results: dict[int, tuple[Tensor, np.ndarray]], tensor: Tensor, arra
 
 
 def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
-    """``fn.backward(grad)`` recorded in the op log (``engine.op_log``) and/or emitted as op events."""
+    """``fn.backward(grad)`` recorded in the op log (``engine.op_log``), emitted as op events and/or checked."""
     cls, log = type(fn), _hooks.op_log
     name = _backward_names.get(cls) or _backward_names.setdefault(cls, cls.__name__ + "Backward")
     if _hooks.op_start or _hooks.op_end or log is None:
-        return _call_backward_with_events(fn, grad, name, log)
-    start_ns = _now()
-    in_grads = fn.backward(grad)
-    nbytes = 0
-    for g in in_grads:
-        if g is not None:
-            nbytes += g.nbytes
-    log.record(name, fn.module, (grad,), start_ns, nbytes)
+        in_grads = _call_backward_with_events(fn, grad, name, log)
+    else:
+        start_ns = _now()
+        in_grads = fn.backward(grad)
+        nbytes = 0
+        for g in in_grads:
+            if g is not None:
+                nbytes += g.nbytes
+        log.record(name, fn.module, (grad,), start_ns, nbytes)
+    check = _hooks.output_check
+    if check is not None:
+        _hooks.run_output_check(check, name, fn.module, (grad,), in_grads)
     return in_grads
 
 

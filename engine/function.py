@@ -92,12 +92,13 @@ class Function:
         return result
 
     def _call_observed(self, inputs: tuple[Tensor, ...], needs_grad: bool) -> Tensor:
-        """``__call__`` with op events for observers and/or a record in the op log (``engine.op_log``)."""
+        """``__call__`` with op events for observers, a record in the op log (``engine.op_log``) and/or the output check."""
         arrays = [t._data for t in inputs]
         event = None
         log = _hooks.op_log
         observed = _hooks.op_start or _hooks.op_end
-        if (observed or log is not None) and not _hooks._step_open and _hooks.phase == "forward":
+        if (observed or log is not None or _hooks.output_check is not None) and not _hooks._step_open and \
+                _hooks.phase == "forward":
             _hooks.mark_step_begin()
         if observed and _hooks.op_start:  # NOTE: with op_end observers only, the one event is built after the op
             event = _op_event(type(self).__name__, arrays)
@@ -109,6 +110,9 @@ class Function:
         result = self._wrap(out, inputs, needs_grad)
         if log is not None:
             log.record(type(self).__name__, _hooks.module_stack[-1], arrays, start_ns, out.nbytes)
+        check = _hooks.output_check
+        if check is not None:
+            _hooks.run_output_check(check, type(self).__name__, _hooks.module_stack[-1], arrays, (out,))
         if observed and _hooks.op_end:
             _hooks.emit(_hooks.op_end, _ended(event, (out,)) if event is not None else
                         _op_event(type(self).__name__, arrays, (out,), int(out.nbytes)))

@@ -6,7 +6,8 @@ An observer is any object with a subset of the methods ``op_start(OpEvent)``, ``
 ``module_end(ModuleEvent)``, ``optimizer_step_begin(OptimizerEvent)`` and ``optimizer_step_end(OptimizerEvent)``.
 The engine checks a plain list per hook point (per op: the one flag ``ops_observed``), so with no observer the
 cost is one attribute load and a truth test. A profiler can instead install an ``engine.op_log.OpLog``
-(``set_op_log``): the engine then appends a few ints per op to it, with no event object and no call. An exception raised by an observer is reported once (per observer and hook point) on stderr and
+(``set_op_log``): the engine then appends a few ints per op to it, with no event object and no call; a numerics
+check can install ``set_output_check(check)``: one call per op with its input and output arrays, no event. An exception raised by an observer is reported once (per observer and hook point) on stderr and
 the observer keeps receiving later events: observing must never break training. The one exception is a
 ``PropagatingError`` (e.g. ``engine.NonFiniteError``), which an observer raises on purpose to stop the
 computation. Hook state is process-global and meant for the training thread.
@@ -36,7 +37,11 @@ optimizer_step_end: list = []
 
 # The profiler's fast path (engine.op_log.OpLog): while set, the engine appends every op to it directly.
 op_log: Any = None
-# op_start or op_end or op_log: the one flag Function.__call__ tests per op (kept by subscribe/unsubscribe/set_op_log).
+# check_numerics's fast path: while set, the engine calls output_check(op, module, inputs, outputs) after every op
+# (forward and backward), with no event object. It may raise a PropagatingError; any other error is reported once.
+output_check: Any = None
+# op_start or op_end or op_log or output_check: the one flag Function.__call__ tests per op (kept by subscribe,
+# unsubscribe, set_op_log and set_output_check).
 ops_observed: bool = False
 
 _observers: list[Any] = []
@@ -171,9 +176,31 @@ def set_op_log(log: Any) -> Any:
     return previous
 
 
+def set_output_check(check: Any) -> Any:
+    """Install ``check(op, module, inputs, outputs)`` (or None to remove it), called after every op with the op's
+    input and output arrays (an output may be None: a backward op's gradient for an input that needs none);
+    returns the previous one. The phase and step are ``phase`` and ``current_step()`` at that moment."""
+    global output_check
+    if check is not None and not callable(check):
+        raise TypeError(f"set_output_check needs a callable or None, got {type(check).__name__}")
+    previous, output_check = output_check, check
+    _refresh_ops_observed()
+    return previous
+
+
+def run_output_check(check: Any, op: str, module: str, inputs: Any, outputs: Any) -> None:
+    """``check(...)`` as the engine calls it: a PropagatingError goes through, any other error is reported once."""
+    try:
+        check(op, module, inputs, outputs)
+    except PropagatingError:
+        raise
+    except Exception as error:  # noqa: BLE001 - observing must never break training
+        _report_failure(check, error)
+
+
 def _refresh_ops_observed() -> None:
     global ops_observed
-    ops_observed = bool(op_start or op_end or op_log is not None)
+    ops_observed = bool(op_start or op_end or op_log is not None or output_check is not None)
 
 
 def observers() -> tuple[Any, ...]:

@@ -1,0 +1,100 @@
+"""engine.hooks.set_output_check: called once per op with what an op_end observer sees, errors contained."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import engine
+from engine import hooks
+from engine.nn import functional as F
+
+
+class Ends:
+    def __init__(self) -> None:
+        self.ends: list[hooks.OpEvent] = []
+
+    def op_end(self, event: hooks.OpEvent) -> None:
+        self.ends.append(event)
+
+
+class Checks:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __call__(self, op: str, module: str, inputs: tuple, outputs: tuple) -> None:
+        self.calls.append((op, module, hooks.current_phase(), hooks.current_step(), tuple(inputs), tuple(outputs)))
+
+
+def _train(steps: int) -> None:
+    engine.manual_seed(0)
+    model = engine.nn.Sequential(engine.nn.Linear(4, 3), engine.nn.ReLU(), engine.nn.Linear(3, 2))
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.1)
+    x = engine.tensor(np.arange(20, dtype=np.float32).reshape(5, 4))
+    y = engine.tensor(np.array([0, 1, 0, 1, 1]))
+    for _ in range(steps):
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+
+@pytest.fixture()
+def checks():
+    check = Checks()
+    assert hooks.set_output_check(check) is None
+    yield check
+    hooks.set_output_check(None)
+
+
+def test_every_op_is_checked_with_what_an_observer_sees(checks):
+    hooks.reset_step(0)
+    reference = hooks.subscribe(Ends())
+    try:
+        _train(2)
+    finally:
+        hooks.unsubscribe(reference)
+    assert len(checks.calls) == len(reference.ends) > 10
+    for (op, module, phase, step, inputs, outputs), event in zip(checks.calls, reference.ends):
+        assert (op, module, phase, step) == (event.op, event.module, event.phase, event.step)
+        assert all(a is b for a, b in zip(inputs, event.inputs)) and len(inputs) == len(event.inputs)
+        present = [o for o in outputs if o is not None]
+        assert len(present) == len(event.outputs) and all(a is b for a, b in zip(present, event.outputs))
+    assert {c[2] for c in checks.calls} == {"forward", "backward"} and {c[3] for c in checks.calls} == {0, 1}
+    backward = [c for c in checks.calls if c[2] == "backward"]
+    assert any(o is None for c in backward for o in c[5])  # the labels of cross_entropy need no gradient
+
+
+def test_a_propagating_error_stops_the_op_and_others_are_reported_once(capsys):
+    class Stop(hooks.PropagatingError):
+        pass
+
+    def stop(op, module, inputs, outputs):
+        if op == "ReLU":
+            raise Stop(op)
+
+    hooks.set_output_check(stop)
+    try:
+        with pytest.raises(Stop):
+            _train(1)
+    finally:
+        hooks.set_output_check(None)
+
+    def broken(op, module, inputs, outputs):
+        raise ValueError("boom")
+
+    hooks.set_output_check(broken)
+    try:
+        _train(2)  # training goes on
+    finally:
+        hooks.set_output_check(None)
+    assert capsys.readouterr().err.count("boom") == 1
+
+
+def test_the_slot_drives_the_one_per_op_flag():
+    assert hooks.output_check is None and not hooks.ops_observed
+    with pytest.raises(TypeError, match="callable"):
+        hooks.set_output_check(42)
+    check = Checks()
+    hooks.set_output_check(check)
+    assert hooks.ops_observed
+    assert hooks.set_output_check(None) is check
+    assert not hooks.ops_observed
