@@ -7,8 +7,8 @@ import pytest
 import engine
 from engine import hooks
 from engine.function import Function
-from engine.nn import functional as F
 from engine.op_log import OP_LOG_STRIDE, OpLog
+from tiny_training import train_tiny
 
 
 class Ends:
@@ -23,18 +23,6 @@ class Ends:
     def op_end(self, event: hooks.OpEvent) -> None:
         self.ends.append(event)
         self.allocated.append(engine.memory.stats().allocated_bytes)
-
-
-def _train(steps: int) -> None:
-    engine.manual_seed(0)
-    model = engine.nn.Sequential(engine.nn.Linear(4, 3), engine.nn.ReLU(), engine.nn.Linear(3, 2))
-    optimizer = engine.optim.SGD(model.parameters(), lr=0.1)
-    x = engine.tensor(np.arange(20, dtype=np.float32).reshape(5, 4))
-    y = engine.tensor(np.array([0, 1, 0, 1, 1]))
-    for _ in range(steps):
-        optimizer.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        optimizer.step()
 
 
 def _records(log: OpLog) -> list[tuple]:
@@ -54,7 +42,7 @@ def test_every_op_is_logged_as_an_observer_sees_it(installed):
     hooks.reset_step(0)
     reference = hooks.subscribe(Ends())
     try:
-        _train(2)
+        train_tiny(2)
     finally:
         hooks.unsubscribe(reference)
     records = _records(installed)

@@ -6,7 +6,7 @@ import pytest
 
 import engine
 from engine import hooks
-from engine.nn import functional as F
+from tiny_training import train_tiny
 
 
 class Ends:
@@ -25,18 +25,6 @@ class Checks:
         self.calls.append((op, module, hooks.current_phase(), hooks.current_step(), tuple(inputs), tuple(outputs)))
 
 
-def _train(steps: int) -> None:
-    engine.manual_seed(0)
-    model = engine.nn.Sequential(engine.nn.Linear(4, 3), engine.nn.ReLU(), engine.nn.Linear(3, 2))
-    optimizer = engine.optim.SGD(model.parameters(), lr=0.1)
-    x = engine.tensor(np.arange(20, dtype=np.float32).reshape(5, 4))
-    y = engine.tensor(np.array([0, 1, 0, 1, 1]))
-    for _ in range(steps):
-        optimizer.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        optimizer.step()
-
-
 @pytest.fixture()
 def checks():
     check = Checks()
@@ -49,7 +37,7 @@ def test_every_op_is_checked_with_what_an_observer_sees(checks):
     hooks.reset_step(0)
     reference = hooks.subscribe(Ends())
     try:
-        _train(2)
+        train_tiny(2)
     finally:
         hooks.unsubscribe(reference)
     assert len(checks.calls) == len(reference.ends) > 10
@@ -74,7 +62,7 @@ def test_a_propagating_error_stops_the_op_and_others_are_reported_once(capsys):
     hooks.set_output_check(stop)
     try:
         with pytest.raises(Stop):
-            _train(1)
+            train_tiny(1)
     finally:
         hooks.set_output_check(None)
 
@@ -83,7 +71,7 @@ def test_a_propagating_error_stops_the_op_and_others_are_reported_once(capsys):
 
     hooks.set_output_check(broken)
     try:
-        _train(2)  # training goes on
+        train_tiny(2)  # training goes on
     finally:
         hooks.set_output_check(None)
     assert capsys.readouterr().err.count("boom") == 1
