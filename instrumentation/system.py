@@ -1,6 +1,7 @@
 """SystemSampler: a thread sampling CPU and RSS (psutil) and NVIDIA GPUs (NVML) onto the training-step axis."""
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -57,6 +58,35 @@ class _Nvml:
 
 def _memory(info: Any) -> dict[str, float]:
     return {"mem_used_bytes": float(info.used), "mem_total_bytes": float(info.total)}
+
+
+def _descendant_pids(pid: int) -> list[int] | None:
+    """Every descendant of ``pid`` from the kernel's per-thread child lists (Linux ``/proc/<pid>/task/<tid>/children``:
+    a few small reads, where psutil's ``children()`` reads the stat file of every process on the machine — about
+    1 ms on a quiet one); None where those files do not exist."""
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        parent = pending.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            if parent == pid:
+                return None
+            continue  # a child that exited meanwhile
+        for tid in threads:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as listing:
+                    children = [int(child) for child in listing.read().split()]
+            except FileNotFoundError:
+                if parent == pid and not found:
+                    return None  # the kernel has no child lists (CONFIG_PROC_CHILDREN off)
+                continue
+            except OSError:
+                continue
+            found.extend(children)
+            pending.extend(children)
+    return found
 
 
 def open_nvml(nvml: ModuleType | None = None) -> tuple[_Nvml | None, str]:
@@ -166,17 +196,25 @@ class SystemSampler:
         self._pending, self._pending_step = {}, None
 
     def _live_children(self) -> list[psutil.Process]:
-        try:
-            current = {child.pid: child for child in self._process.children(recursive=True)}
-        except psutil.Error:
-            return []
+        pids = _descendant_pids(self._process.pid)
+        if pids is None:  # no /proc/<pid>/task/<tid>/children here: psutil scans every process of the machine
+            try:
+                current = {child.pid: child for child in self._process.children(recursive=True)}
+            except psutil.Error:
+                return []
+        else:
+            current = {pid: self._children.get(pid) for pid in pids}
         for pid in list(self._children):
             if pid not in current:
                 del self._children[pid]
         for pid, child in current.items():
             if pid not in self._children:
+                try:
+                    child = child or psutil.Process(pid)
+                    child.cpu_percent(None)
+                except psutil.Error:  # exited meanwhile
+                    continue
                 self._children[pid] = child
-                child.cpu_percent(None)
         return list(self._children.values())
 
     def _loop(self) -> None:

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from engine import hooks
+import instrumentation.system as system
 from instrumentation import SummaryWriter, SystemSampler
 from fake_pynvml import fake_pynvml
 from instrumentation.format import EventFileReader, ScalarValue
@@ -110,3 +111,40 @@ def test_thread_writes_and_close_is_idempotent(tmp_path: Path) -> None:
 def test_interval_must_be_positive() -> None:
     with pytest.raises(ValueError, match="interval"):
         SystemSampler(writer=None, interval=0)
+
+
+def test_descendants_come_from_the_kernel_child_lists_as_psutil_finds_them(monkeypatch) -> None:
+    script = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+              "time.sleep(30)")
+    parents = [subprocess.Popen([sys.executable, "-c", script]) for _ in range(2)]
+    try:
+        expected: list[int] = []
+        for _ in range(100):  # wait (bounded) until both grandchildren exist
+            expected = sorted(child.pid for child in psutil.Process().children(recursive=True))
+            if len(expected) == 4:
+                break
+            time.sleep(0.05)
+        assert len(expected) == 4
+        pids = system._descendant_pids(os.getpid())
+        if pids is None:
+            pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children")
+        assert sorted(pids) == expected
+        sampler = SystemSampler(writer=None, gpus=False, start=False)
+        sampler.sample()
+        assert sorted(sampler._children) == expected
+
+        def no_child_lists(path: str, *args: object):  # as on a kernel without CONFIG_PROC_CHILDREN: psutil's scan is used
+            raise FileNotFoundError(path)
+
+        monkeypatch.setattr(system, "open", no_child_lists, raising=False)
+        assert system._descendant_pids(os.getpid()) is None
+        sampler._children.clear()
+        sampler.sample()
+        assert sorted(sampler._children) == expected
+        sampler.close()
+    finally:
+        for parent in parents:
+            for child in psutil.Process(parent.pid).children(recursive=True):
+                child.kill()
+            parent.kill()
+            parent.wait()
