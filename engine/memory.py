@@ -9,10 +9,10 @@ NumPy's scratch space inside a single op is not counted; on CUDA the device's ow
 from __future__ import annotations
 
 import gc
-
+import sys
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -61,6 +61,7 @@ class LiveBlock(NamedTuple):
     shape: tuple[int, ...]
     dtype: str
     tensors: int  # tensor references (views share their base buffer)
+    site: Any = None  # what the site recorder returned at register() (None without one: ``add_site_recorder``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,7 @@ class PeakCapture:
 
 class _DeviceState:
     __slots__ = ("allocated", "peak", "live_tensors", "live_buffers", "limit", "categories", "step_peak", "rising",
-                 "peak_categories", "capture_bytes", "captured")
+                 "peak_categories", "capture_bytes", "captured", "ended", "taken")
 
     def __init__(self) -> None:
         self.allocated = self.peak = self.live_tensors = self.live_buffers = self.step_peak = 0
@@ -94,12 +95,20 @@ class _DeviceState:
         self.peak_categories: dict[str, int] = {}  # categories at step_peak, when not rising
         self.capture_bytes: int | None = None  # arm_peak_capture: copy the live buffers at a peak >= this
         self.captured: tuple[int, int, dict[int, list]] | None = None  # (step, bytes, copy of _buffers)
+        self.ended: tuple | None = None  # (step, allocated, peak, at peak, now) of the last end_step_peak(step=…)
+        self.taken: tuple | None = None  # (step, capture) of the last take_peak_capture(step=…)
 
 
 _devices: dict[str, _DeviceState] = {"cpu": _DeviceState()}
 # id(root buffer) -> [bytes, tensor references, device state, device name, category, op, module, phase, step, shape,
-#                     dtype]: what register() knew; nothing after the references changes.
+#                     dtype, site]: what register() knew; nothing after the references changes.
 _buffers: dict[int, list] = {}
+# Optional per-allocation recording, installed by a memory tracker (None: nothing is called or appended).
+_site_recorder: Callable[[], Any] | None = None  # the first of _site_recorders
+_site_recorders: list[Callable[[], Any]] = []
+_history_append: Callable[[tuple], None] | None = None  # appends to every ring of _history_rings
+_history_rings: list[Any] = []
+_failed_recorders: set[int] = set()  # ids of site recorders whose failure was reported
 
 
 def _state(device: str) -> _DeviceState:
@@ -146,7 +155,15 @@ def register(array: Any, category: str = "activation", op: str = "") -> int:
     state.live_tensors += 1
     state.live_buffers += 1
     module, phase, step, shape, dtype = _hooks.module_stack[-1], _hooks.phase, _hooks._step, array.shape, array.dtype
-    _buffers[key] = [nbytes, 1, state, device, category, op, module, phase, step, shape, dtype]
+    site = None
+    if _site_recorder is not None:
+        try:
+            site = _site_recorder()
+        except Exception as error:  # noqa: BLE001 - recording must never break an allocation
+            _recorder_failed(_site_recorder, error)
+    _buffers[key] = [nbytes, 1, state, device, category, op, module, phase, step, shape, dtype, site]
+    if _history_append is not None:
+        _history_append((_perf_counter_ns(), "alloc", nbytes, op, step, device))
     if _hooks.alloc:  # NOTE: the event is built here, not in a helper: one call less per allocation
         _hooks.emit(_hooks.alloc, _new_tuple(_MemoryEvent, (
             "alloc", nbytes, device, key, category, op, module, phase, step,
@@ -171,6 +188,8 @@ def release(key: int) -> None:
     state.allocated -= entry[0]
     state.categories[entry[4]] -= entry[0]
     state.live_buffers -= 1
+    if _history_append is not None:
+        _history_append((_perf_counter_ns(), "free", entry[0], entry[5], _hooks._step, entry[3]))
     if _hooks.free:
         _hooks.emit(_hooks.free, _new_tuple(_MemoryEvent, ("free", entry[0], entry[3], key, entry[4], "",
                                                            _hooks.module_stack[-1], _hooks.phase, _hooks._step, (), "",
@@ -237,7 +256,7 @@ def devices() -> tuple[str, ...]:
 
 def _block(key: int, e: list) -> LiveBlock:
     return _new_tuple(LiveBlock, (key, e[0], e[3], e[4], e[5], e[6], e[7], e[8], tuple(e[9]), _hooks.dtype_name(e[10]),
-                                  e[1]))
+                                  e[1], e[11]))
 
 
 def live_blocks(device: str | None = None) -> list[LiveBlock]:
@@ -270,12 +289,13 @@ def live_set() -> tuple:
     return _paused_copy(tuple, _buffers.values())
 
 
-def live_groups(live: tuple | None = None) -> dict[tuple, tuple[int, int]]:
+def live_groups(live: tuple | None = None, sites: bool = False) -> dict[tuple, tuple[int, int]]:
     """(device, op, module, shape, dtype, category) → (live bytes, live buffers), summed over every live buffer
-    (or over a ``live_set()`` record) without building a record per buffer."""
+    (or over a ``live_set()`` record) without building a record per buffer. ``sites=True``: keys are (device,
+    site, op, module, shape, dtype, category), the site as ``LiveBlock.site``."""
     sums: dict[tuple, list[int]] = {}
     for e in live_set() if live is None else live:
-        key = (e[3], e[5], e[6], e[9], e[10], e[4])
+        key = (e[3], e[11] if sites else None, e[5], e[6], e[9], e[10], e[4])
         group = sums.get(key)
         if group is None:
             sums[key] = [e[0], 1]
@@ -283,8 +303,11 @@ def live_groups(live: tuple | None = None) -> dict[tuple, tuple[int, int]]:
             group[0] += e[0]
             group[1] += 1
     name = _hooks.dtype_name
+    if sites:
+        return {(d, site, op, module, tuple(shape), name(dtype), category): (g[0], g[1])
+                for (d, site, op, module, shape, dtype, category), g in sums.items()}
     return {(d, op, module, tuple(shape), name(dtype), category): (g[0], g[1])
-            for (d, op, module, shape, dtype, category), g in sums.items()}
+            for (d, _, op, module, shape, dtype, category), g in sums.items()}
 
 
 def category_bytes(device: str = "cpu") -> dict[str, int]:
@@ -307,15 +330,22 @@ def reset_step_peak(device: str = "cpu") -> None:
     state.peak_categories = state.categories.copy()
 
 
-def end_step_peak(device: str = "cpu") -> tuple[int, int, dict[str, int], dict[str, int]]:
+def end_step_peak(device: str = "cpu", step: int | None = None) -> tuple[int, int, dict[str, int], dict[str, int]]:
     """(allocated bytes, step peak bytes, categories at the peak, categories now) of ``device``, then
-    ``reset_step_peak``: what a reader at each step boundary takes, in one call (the dicts are its own)."""
+    ``reset_step_peak``: what a reader at each step boundary takes, in one call (the dicts are its own). With
+    ``step`` (the step that ended), later calls for the same step get the first call's figures and reset nothing:
+    several readers of one step boundary see the same step peak."""
     state = _state(device)
+    ended = state.ended
+    if step is not None and ended is not None and ended[0] == step:
+        return ended[1], ended[2], dict(ended[3]), dict(ended[4])
     now = state.categories.copy()
     at_peak = dict(now) if state.rising else state.peak_categories
-    peak = state.step_peak
-    state.step_peak, state.rising, state.peak_categories = state.allocated, False, now.copy()
-    return state.allocated, peak, at_peak, now
+    peak, allocated = state.step_peak, state.allocated
+    state.step_peak, state.rising, state.peak_categories = allocated, False, now.copy()
+    if step is not None:
+        state.ended = (step, allocated, peak, dict(at_peak), dict(now))
+    return allocated, peak, at_peak, now
 
 
 def arm_peak_capture(device: str, min_bytes: int | None) -> None:
@@ -328,9 +358,20 @@ def arm_peak_capture(device: str, min_bytes: int | None) -> None:
     state.capture_bytes = None if min_bytes is None else int(min_bytes)
 
 
-def take_peak_capture(device: str = "cpu") -> PeakCapture | None:
-    """The capture armed by ``arm_peak_capture`` (None if no qualifying peak happened); clears it."""
+def take_peak_capture(device: str = "cpu", step: int | None = None) -> PeakCapture | None:
+    """The capture armed by ``arm_peak_capture`` (None if no qualifying peak happened); clears it. With ``step`` (the
+    step that ended), later calls for the same step get the same answer (several readers of one step boundary)."""
     state = _state(device)
+    taken = state.taken
+    if step is not None and taken is not None and taken[0] == step:
+        return taken[1]
+    capture = _take_capture(state, device)
+    if step is not None:
+        state.taken = (step, capture)
+    return capture
+
+
+def _take_capture(state: _DeviceState, device: str) -> PeakCapture | None:
     if state.rising and state.capture_bytes is not None and state.allocated >= state.capture_bytes:
         state.captured = (_hooks._step, state.allocated, dict(_buffers))
         state.capture_bytes = state.allocated + 1
@@ -339,6 +380,58 @@ def take_peak_capture(device: str = "cpu") -> PeakCapture | None:
         return None
     step, nbytes, buffers = captured
     return PeakCapture(device, step, nbytes, tuple(_block(k, e) for k, e in buffers.items() if e[3] == device))
+
+
+# --- optional per-allocation recording (a memory tracker's stacks and history; nothing runs while none is set) ---
+
+def add_site_recorder(recorder: Callable[[], Any]) -> None:
+    """Call ``recorder()`` in every ``register`` of a new buffer and keep what it returns as the buffer's
+    ``LiveBlock.site`` (e.g. an interned allocation stack). Several may be added; the first one added (and not
+    removed) is the one called. A recorder that raises is reported once on stderr; the site is then None."""
+    _site_recorders.append(recorder)
+    _refresh_recording()
+
+
+def remove_site_recorder(recorder: Callable[[], Any]) -> None:
+    """Stop calling ``recorder`` (unknown ones are ignored); the next one added, if any, takes over."""
+    _site_recorders[:] = [r for r in _site_recorders if r is not recorder]
+    _refresh_recording()
+
+
+def add_history_ring(ring: Any) -> None:
+    """Append one flat tuple per allocation and per free to ``ring`` (e.g. a ``deque(maxlen=n)``):
+    ``(time_ns, "alloc" | "free", bytes, op, step, device)``, the op being the buffer's (the one it was allocated
+    by) and the step the step at that moment. Rings are independent; each sees every allocation and free."""
+    _history_rings.append(ring)
+    _refresh_recording()
+
+
+def remove_history_ring(ring: Any) -> None:
+    """Stop appending to ``ring`` (unknown ones are ignored)."""
+    _history_rings[:] = [r for r in _history_rings if r is not ring]
+    _refresh_recording()
+
+
+def _recorder_failed(recorder: Callable[[], Any], error: Exception) -> None:
+    if id(recorder) not in _failed_recorders:
+        _failed_recorders.add(id(recorder))
+        print(f"engine.memory: site recorder {recorder!r} failed ({type(error).__name__}: {error}); the buffer's site "
+              f"is None; further failures are not reported", file=sys.stderr)
+
+
+def _refresh_recording() -> None:
+    global _site_recorder, _history_append
+    _site_recorder = _site_recorders[0] if _site_recorders else None
+    appends = tuple(ring.append for ring in _history_rings)
+    if len(appends) <= 1:
+        _history_append = appends[0] if appends else None
+        return
+
+    def fan_out(item: tuple) -> None:
+        for append in appends:
+            append(item)
+
+    _history_append = fan_out
 
 
 def format_bytes(count: float) -> str:

@@ -79,20 +79,6 @@ def group_key(block: tuple) -> tuple:
     return (block[DEVICE], block[STACK], block[OP], block[MODULE], block[SHAPE], block[DTYPE], block[CATEGORY])
 
 
-def groups_of_blocks(blocks: tuple[tuple, ...]) -> dict[tuple, tuple[int, int]]:
-    """group_key → (live bytes, live blocks) of block tuples (a copy of the tracker's live table's values)."""
-    sums: dict[tuple, list[int]] = {}
-    for block in blocks:
-        key = group_key(block)
-        group = sums.get(key)
-        if group is None:
-            sums[key] = [block[BYTES], 1]
-        else:
-            group[0] += block[BYTES]
-            group[1] += 1
-    return {key: (group[0], group[1]) for key, group in sums.items()}
-
-
 def attribute(history: list[tuple[int, dict[tuple, tuple[int, int]]]], device: str, min_z: float) -> list[LeakGroup]:
     """Groups of ``device`` whose live bytes grow with the step over ``history`` (one (step, group → (live bytes, live
     blocks)) per step end of the window): a Theil–Sen slope > 0 that holds in the window's last third and a monotone

@@ -5,7 +5,6 @@ import time
 from typing import Any, Iterable
 
 from engine import memory
-from engine.hooks import MemoryEvent
 from instrumentation.format.memory_snapshot import (AllocatorState, HistoryEntry, MemoryBlock, MemorySnapshot,
                                                     Requested)
 from instrumentation.memory.leak import BYTES, CATEGORY, DEVICE, DTYPE, MODULE, OP, SHAPE, STACK, STEP
@@ -41,12 +40,10 @@ def block_records(blocks: Iterable[tuple], device: str, names: dict[int, str] | 
 
 
 def history_records(history: Iterable[tuple], origin_ns: int, device: str) -> tuple[HistoryEntry, ...]:
-    """History items of ``device``, time in seconds since ``origin_ns``: an allocation's ``hooks.MemoryEvent`` itself
-    (kept as it came: no tuple built per allocation), a free as (time_ns, "free", bytes, op, step, device)."""
-    rows = ((h.time_ns, h.action, h.bytes, h.op, h.step, h.device) if h.__class__ is MemoryEvent else h
-            for h in history)
+    """History records of ``device`` (the allocator's ``(time_ns, action, bytes, op, step, device)``, see
+    ``engine.memory.add_history_ring``), time in seconds since ``origin_ns``."""
     return tuple(HistoryEntry(round((t - origin_ns) / 1e9, 9), action, nbytes, op, step)
-                 for t, action, nbytes, op, step, dev in rows if dev == device)
+                 for t, action, nbytes, op, step, dev in history if dev == device)
 
 
 def build_snapshot(*, device: str, reason: str, step: int, live: dict[int, tuple], history: Iterable[tuple],

@@ -13,8 +13,7 @@ from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.host import HostMemoryWatch
-from instrumentation.memory.leak import (BYTES, CATEGORY, DEVICE, MODULE, LeakSettings, TrendWindow, attribute,
-                                         groups_of_blocks, likely_cause)
+from instrumentation.memory.leak import BYTES, DEVICE, MODULE, LeakSettings, TrendWindow, attribute, likely_cause
 from instrumentation.memory.oom import oom_alert, requested_of
 from instrumentation.memory.snapshot import build_snapshot, parameter_names
 from instrumentation.memory.stacks import StackRecorder
@@ -37,15 +36,12 @@ class MemoryBreakdown:
 
 
 class _Tally:
-    __slots__ = ("allocated", "step_peak", "rising", "record_peak", "categories", "peak_categories", "pending_peak",
-                 "written_peak", "written_at", "window", "alerted", "prefix", "tags", "category_tags", "armed")
+    __slots__ = ("allocated", "record_peak", "pending_peak", "written_peak", "written_at", "window", "alerted", "prefix",
+                 "tags", "category_tags", "armed")
 
     def __init__(self, device: str, leak: LeakSettings | None) -> None:
-        self.allocated = self.step_peak = self.record_peak = self.written_peak = 0
+        self.allocated = self.record_peak = self.written_peak = 0
         self.written_at = -float("inf")
-        self.categories: dict[str, int] = {}
-        self.peak_categories: dict[str, int] = {}
-        self.rising = False  # (stacks on) allocated is at step_peak and nothing was freed since: categories are the peak's
         self.pending_peak: tuple[int, int, dict[int, tuple]] | None = None
         self.window = TrendWindow(leak) if leak is not None else None
         self.alerted: set[tuple] = set()
@@ -54,9 +50,6 @@ class _Tally:
         self.category_tags: dict[str, str] = {}  # category -> its tag (built once)
         self.armed: int | None | bool = False  # the peak capture size last asked of the allocator (False: unknown)
 
-    def leave_peak(self) -> None:
-        self.peak_categories, self.rising = self.categories.copy(), False
-
     def category_tag(self, category: str) -> str:
         tag = self.category_tags.get(category)
         if tag is None:
@@ -64,24 +57,16 @@ class _Tally:
         return tag
 
 
-class _BoundaryHooks:
-    """What a tracker without stacks subscribes: step ends and OOMs only (the allocator keeps the rest)."""
-
-    __slots__ = ("step_end", "oom")
-
-    def __init__(self, tracker: MemoryTracker) -> None:
-        self.step_end, self.oom = tracker.step_end, tracker.oom
-
-
 class MemoryTracker:
-    """Subscribes to the engine's hooks on creation; ``close()`` unsubscribes.
+    """Subscribes to the engine's ``step_end`` and ``oom`` hooks on creation; ``close()`` unsubscribes.
 
-    ``stacks=True``: alloc/free/oom/step_end, and each allocation's user frames are recorded (see
-    ``stacks.StackRecorder``); ``history``: alloc/free events kept (a ring). ``stacks=False``: only step_end and oom;
-    live blocks, category bytes and the step peak are read from ``engine.memory`` at step boundaries (no Python
-    call per allocation; snapshots then have no history). ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings of
-    the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: a "peak" snapshot is written
-    when the all-time peak exceeds the last one written by ``peak_growth`` and that was long enough ago.
+    Everything per allocation happens inside the allocator (``engine.memory``): it keeps each live buffer's
+    metadata, the category bytes, the step peak and, when asked, a copy of the live buffers at a peak; the tracker
+    reads these at step boundaries. ``stacks=True`` adds a site recorder to the allocator (each new buffer's user
+    frames, see ``stacks.StackRecorder``) and ``history`` a ring of its last alloc/free records (saved in snapshots);
+    ``stacks=False`` has neither. ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings
+    of the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: a "peak" snapshot is
+    written when the all-time peak exceeds the last one written by ``peak_growth`` and that was long enough ago.
     ``host_rss``: follow the process RSS every ``host_every_steps`` steps (a read of /proc costs ~20 µs; the leak
     test's warm-up and window then count samples, not steps); ``host_attribution``: tracemalloc attribution."""
 
@@ -91,68 +76,38 @@ class MemoryTracker:
                  host_attribution: bool = False, host_every_steps: int = 4) -> None:
         if history < 0:
             raise ValueError(f"history must be a number of events >= 0, got {history}")
+        if host_every_steps < 1:
+            raise ValueError(f"host_every_steps must be >= 1, got {host_every_steps}")
         self.writer, self.run_dir = writer, writer.log_dir
         self._add_scalar_dict = getattr(writer, "add_scalar_dict", None)
         self.alerts = AlertWriter(self.run_dir)
         self.model, self.leak_settings = model, leak
         self.peak_snapshots, self.peak_snapshot_interval_s, self.peak_growth = peak_snapshots, peak_snapshot_interval_s, peak_growth
-        if host_every_steps < 1:
-            raise ValueError(f"host_every_steps must be >= 1, got {host_every_steps}")
         self.host_every_steps = host_every_steps
         self.snapshots: list[str] = []  # paths written, oldest first
-        self._capture = StackRecorder(stack_depth).capture if stacks else None
-        self._boundary = not stacks
+        self._stacks = stacks
+        self._recorder = StackRecorder(stack_depth).capture if stacks else None
+        # alloc/free records appended by the allocator (stacks on); snapshot.history_records reads them
         self._history: deque[tuple] = deque(maxlen=history)
-        self._history_append = self._history.append
         self._origin_ns = time.perf_counter_ns()
-        self._live: dict[int, tuple] = {}
         self._tallies: dict[str, _Tally] = {}
+        self._scalars: dict[str, float] = {}  # one step's scalars (the writer copies them: refilled every step)
         # What was live at the last step ends (attribution: groups are summed from these only when a leak is found).
-        self._group_history: deque[tuple[int, tuple]] = deque(maxlen=leak.window_steps if leak else 1)
+        self._group_history: deque[tuple[int, tuple]] | None = deque(maxlen=leak.window_steps) if leak else None
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
         self._failures: set[str] = set()
         self._host_alerted = False
         self._closed = False
-        if self._boundary:
-            for device in memory.devices():
-                memory.reset_step_peak(device)
-                self._arm_peak(device, self._tally(device))
-            self._hooks: Any = hooks.subscribe(_BoundaryHooks(self))
-            return
-        for key, nbytes, device, category, _refs in memory.live_buffers():  # what exists before we listen
-            self._add(key, (nbytes, device, category, "(before tracking)", "", -1, (), "", ()))
-        self._hooks = hooks.subscribe(self)
+        for device in memory.devices():
+            memory.reset_step_peak(device)
+            self._arm_peak(device, self._tally(device))
+        if self._recorder is not None:
+            memory.add_site_recorder(self._recorder)
+            if history:
+                memory.add_history_ring(self._history)
+        hooks.subscribe(self)
 
     # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
-    def alloc(self, event: hooks.MemoryEvent) -> None:
-        stack = self._capture(2) if self._capture is not None else ()
-        _, nbytes, device, buffer_id, category, op, module, _, step, shape, dtype, *_ = event  # one unpack
-        self._live[buffer_id] = (nbytes, device, category, op, module, step, shape, dtype, stack)
-        tally = self._tallies.get(device) or self._tally(device)
-        categories = tally.categories
-        categories[category] = categories.get(category, 0) + nbytes
-        allocated = tally.allocated = tally.allocated + nbytes
-        if allocated > tally.step_peak:
-            tally.step_peak, tally.rising = allocated, True  # the categories at the peak are copied at the next free
-            if allocated > tally.record_peak:
-                tally.record_peak = allocated
-                if (self.peak_snapshots and allocated >= tally.written_peak * (1 + self.peak_growth)
-                        and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
-                    tally.pending_peak = (step, allocated, self._copy(self._live))
-        self._history_append(event)  # snapshot.history_records reads it
-
-    def free(self, event: hooks.MemoryEvent) -> None:
-        block = self._live.pop(event.buffer_id, None)
-        if block is None:
-            return
-        nbytes, device, category, op = block[0], block[1], block[2], block[3]  # BYTES, DEVICE, CATEGORY, OP
-        tally = self._tallies[device]
-        if tally.rising:
-            tally.leave_peak()
-        tally.categories[category] -= nbytes
-        tally.allocated -= nbytes
-        self._history_append((event.time_ns, "free", nbytes, op, event.step, device))
-
     def oom(self, event: hooks.OomEvent) -> None:
         """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
         snapshot = build_snapshot(device=event.device, reason="oom", step=event.step, live=self._live_now(),
@@ -164,43 +119,46 @@ class MemoryTracker:
         self._flush()
 
     def step_end(self, event: hooks.StepEvent) -> None:
-        step, scalars = event.step, {}
-        if self.leak_settings is not None:
-            self._group_history.append((step, memory.live_set() if self._boundary else self._copy(self._live.values())))
-        if self._boundary:
-            for device in memory.devices():
-                if device not in self._tallies and not memory.allocated_bytes(device):
+        step, scalars = event.step, self._scalars
+        if self._group_history is not None:
+            self._group_history.append((step, memory.live_set()))
+        for device in memory.devices():
+            tally = self._tallies.get(device)
+            if tally is None:
+                if not memory.allocated_bytes(device):
                     continue
-                self._read_allocator(device, self._tallies.get(device) or self._tally(device))
-        for device, tally in list(self._tallies.items()):
-            if tally.rising:
-                tally.leave_peak()
+                tally = self._tally(device)
+            allocated, peak, at_peak, now = memory.end_step_peak(device, step)
+            tally.allocated = allocated
+            if peak > tally.record_peak:
+                tally.record_peak = peak
             allocated_tag, reserved_tag, peak_tag, live_tag = tally.tags
             # NOTE: floats, as the writer keeps them (it would convert each int in a call); reserved = allocated on the
             # CPU (no pool)
-            scalars[allocated_tag] = scalars[reserved_tag] = float(tally.allocated)
-            scalars[peak_tag] = float(tally.step_peak)
+            scalars[allocated_tag] = scalars[reserved_tag] = float(allocated)
+            scalars[peak_tag] = float(peak)
             scalars[live_tag] = float(memory.live_tensors(device))
-            peak_categories, tags = tally.peak_categories, tally.category_tags
-            for category in tally.categories:
-                scalars[tags.get(category) or tally.category_tag(category)] = float(peak_categories.get(category, 0))
-            if not self._boundary:  # (stacks off: the allocator's end_step_peak started the next step peak)
-                tally.step_peak, tally.peak_categories = tally.allocated, tally.categories.copy()
+            tags = tally.category_tags
+            for category in now:
+                scalars[tags.get(category) or tally.category_tag(category)] = float(at_peak.get(category, 0))
             if tally.window is not None:
-                found = tally.window.observe(step, tally.allocated)
+                found = tally.window.observe(step, allocated)
                 if found is not None:
                     self._report_leak(device, tally, found, step)
-            if tally.pending_peak is not None:
-                self._write_peak(device, tally)
-            if self._boundary:
+            if self.peak_snapshots:
+                self._take_peak(device, tally, step)
+                if tally.pending_peak is not None:
+                    self._write_peak(device, tally)
                 self._arm_peak(device, tally)
-        found = None
         if self._host is not None and step % self.host_every_steps == 0:
             rss, found = self._host.observe(step)
             scalars["mem/host/rss_bytes"] = float(rss)
+            self._log(scalars, step)
+            del scalars["mem/host/rss_bytes"]
+            if found is not None:
+                self._report_host_growth(found, step)
+            return
         self._log(scalars, step)
-        if found is not None:
-            self._report_host_growth(found, step)
 
     def _log(self, scalars: dict[str, float], step: int) -> None:
         """One queue item per step when the writer has ``add_scalar_dict`` (the same events as add_scalar each)."""
@@ -218,29 +176,26 @@ class MemoryTracker:
                                           names=parameter_names(self.model), peak_bytes=self._peak(device)))
 
     def breakdown(self, device: str = "cpu") -> MemoryBreakdown:
-        tally = self._tallies.get(device) or _Tally(device, None)
         by_module: dict[str, int] = {}
-        for block in list(self._live_now().values()):
+        for block in self._live_now().values():
             if block[DEVICE] == device:
                 by_module[block[MODULE]] = by_module.get(block[MODULE], 0) + block[BYTES]
-        if self._boundary:
-            return MemoryBreakdown(device, memory.allocated_bytes(device), self._peak(device) or 0,
-                                   memory.live_tensors(device),
-                                   {k: v for k, v in memory.category_bytes(device).items() if v}, by_module)
-        return MemoryBreakdown(device, tally.allocated, tally.record_peak, memory.live_tensors(device),
-                               {k: v for k, v in tally.categories.items() if v}, by_module)
+        return MemoryBreakdown(device, memory.allocated_bytes(device), self._peak(device) or 0,
+                               memory.live_tensors(device),
+                               {k: v for k, v in memory.category_bytes(device).items() if v}, by_module)
 
     def close(self) -> None:
         """Unsubscribe; write a pending peak snapshot; stop tracemalloc if this tracker started it. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        hooks.unsubscribe(self._hooks)
-        if self._boundary:
-            for device, tally in self._tallies.items():
-                memory.arm_peak_capture(device, None)
-                self._take_peak(device, tally)
+        hooks.unsubscribe(self)
+        if self._recorder is not None:
+            memory.remove_site_recorder(self._recorder)
+            memory.remove_history_ring(self._history)
         for device, tally in self._tallies.items():
+            memory.arm_peak_capture(device, None)
+            self._take_peak(device, tally)
             if tally.pending_peak is not None:
                 self._write_peak(device, tally)
         if self._host is not None:
@@ -257,54 +212,34 @@ class MemoryTracker:
         tally = self._tallies[device] = _Tally(device, self.leak_settings)
         return tally
 
-    def _add(self, key: int, block: tuple) -> None:
-        """Count a block that existed before the tracker subscribed."""
-        self._live[key] = block
-        tally = self._tallies.get(block[DEVICE]) or self._tally(block[DEVICE])
-        tally.categories[block[CATEGORY]] = tally.categories.get(block[CATEGORY], 0) + block[BYTES]
-        tally.allocated += block[BYTES]
-
     def _peak(self, device: str) -> int | None:
         """The highest allocated bytes this tracker saw on ``device`` (the engine's own peak spans every run)."""
         tally = self._tallies.get(device)
-        if tally is None:
-            return None
-        return max(tally.record_peak, memory.step_peak(device).bytes) if self._boundary else tally.record_peak
+        return None if tally is None else max(tally.record_peak, memory.step_peak(device).bytes)
 
     def _live_now(self) -> dict[int, tuple]:
-        return live_table() if self._boundary else self._copy(self._live)
+        return live_table(stacks=self._stacks)
 
     def _history_now(self) -> tuple:
-        return self._copy(self._history)
-
-    @staticmethod
-    def _copy(container: Any) -> Any:
-        """A copy of a table the alloc/free handlers change. NOTE: with the cycle collector paused, no garbage
-        Tensor can die in the middle (its free event would change the table under the copy's iteration)."""
+        """A copy of the history ring. NOTE: with the cycle collector paused, no garbage Tensor can die in the middle
+        (its free would append to the ring under the copy's iteration)."""
         enabled = gc.isenabled()  # NOTE: not gc_paused(): a generator context manager costs more than this copy
         gc.disable()
         try:
-            return dict(container) if isinstance(container, dict) else tuple(container)
+            return tuple(self._history)
         finally:
             if enabled:
                 gc.enable()
 
-    def _read_allocator(self, device: str, tally: _Tally) -> None:
-        """Stacks off: this step's figures from the allocator (read before the scalars are built)."""
-        tally.allocated, tally.step_peak, tally.peak_categories, tally.categories = memory.end_step_peak(device)
-        if tally.step_peak > tally.record_peak:
-            tally.record_peak = tally.step_peak
-        self._take_peak(device, tally)
-
-    def _take_peak(self, device: str, tally: _Tally) -> None:
-        capture = memory.take_peak_capture(device)
+    def _take_peak(self, device: str, tally: _Tally, step: int | None = None) -> None:
+        capture = memory.take_peak_capture(device, step)
         if capture is not None:
             tally.armed = False  # the allocator moved its capture size past this peak
             if self.peak_snapshots:
-                tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks))
+                tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks, self._stacks))
 
     def _arm_peak(self, device: str, tally: _Tally) -> None:
-        """Stacks off: ask the allocator to keep the live buffers at the next peak a "peak" snapshot is due for."""
+        """Ask the allocator to keep the live buffers at the next peak a "peak" snapshot is due for."""
         due = self.peak_snapshots and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s
         least = max(tally.record_peak + 1, -int(-tally.written_peak * (1 + self.peak_growth) // 1)) if due else None
         if least != tally.armed or tally.armed is False:
@@ -320,8 +255,7 @@ class MemoryTracker:
                                    peak_bytes=allocated))
 
     def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int) -> None:
-        groups_of = live_groups if self._boundary else groups_of_blocks
-        window = [(at, groups_of(live)) for at, live in self._group_history if at >= found.steps[0]]
+        window = [(at, live_groups(live, self._stacks)) for at, live in self._group_history if at >= found.steps[0]]
         groups = attribute(window, device, self.leak_settings.min_z)
         key = tuple((g.site, g.op, g.shape, g.category) for g in groups[:1])
         if key in tally.alerted:

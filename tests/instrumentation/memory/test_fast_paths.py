@@ -13,7 +13,6 @@ from engine import hooks, memory
 from instrumentation import SummaryWriter
 from instrumentation.format.memory_snapshot import list_snapshots, read_snapshot
 from instrumentation.memory import MemoryTracker
-from instrumentation.memory.leak import OP, SHAPE, STACK
 from instrumentation.memory.trend import _close_pairs, growth, trend
 from training_loops import train
 
@@ -141,7 +140,8 @@ def test_stacks_hold_stack_depth_user_frames_innermost_first(make_tracker) -> No
         tracker, kept = make_tracker(stacks=True, stack_depth=depth, leak=None), []
         for _ in range(2):  # the second time from the interned stacks
             _outer(depth, kept)
-        stacks = {block[STACK] for block in tracker._live.values() if block[OP] == "tensor" and block[SHAPE] == (3,)}
+        blocks = read_snapshot(tracker.snapshot()).blocks
+        stacks = {block.stack for block in blocks if block.op == "tensor" and block.shape == (3,)}
         assert len(stacks) == 1
         [stack] = stacks
         assert [frame.rsplit(" ", 1)[1] for frame in stack] == ["_inner", "_middle", "_outer"][:depth]
