@@ -8,7 +8,11 @@ import numpy as np
 
 import engine
 from engine import hooks
+from instrumentation.dynamics.parameters import ParameterStats
 from instrumentation.format.alerts import Alert
+
+
+_dot, _isfinite = np.dot, math.isfinite
 
 
 def has_nonfinite(array: Any) -> bool:
@@ -56,12 +60,46 @@ def nonfinite_alert(op: str, module: str, phase: str, step: int, inputs: tuple[A
 
 
 class NumericsObserver:
-    """An ``op_end`` observer: reports the first non-finite op output through ``report`` and then raises
-    ``engine.NonFiniteError`` (``raise_error``) or stops looking (the first origin is the one that matters)."""
+    """Reports the first non-finite op output through ``report`` and then raises ``engine.NonFiniteError``
+    (``raise_error``) or stops looking (the first origin is the one that matters).
+
+    ``attach()`` installs it as the engine's output check (``hooks.set_output_check``: one call per op with its
+    arrays, no event object) or, when another check holds that slot, subscribes it as an ``op_end`` observer;
+    ``detach()`` undoes either."""
 
     def __init__(self, report: Callable[[Alert], None], raise_error: bool = True) -> None:
         self.report, self.raise_error = report, raise_error
         self.found: Alert | None = None
+        self._mode: str | None = None
+
+    def attach(self) -> None:
+        if hooks.output_check is None:
+            hooks.set_output_check(self)
+            self._mode = "output_check"
+        else:
+            hooks.subscribe(self)
+            self._mode = "observer"
+
+    def detach(self) -> None:
+        if self._mode == "output_check" and hooks.output_check is self:
+            hooks.set_output_check(None)
+        elif self._mode == "observer":
+            hooks.unsubscribe(self)
+        self._mode = None
+
+    def __call__(self, op: str, module: str, inputs: Any, outputs: Any) -> None:
+        """The output check: the common case (every output a finite float array) is one BLAS dot per output."""
+        if self.found is not None:
+            return
+        for output in outputs:
+            if output is None:
+                continue
+            if output.dtype.kind == "f" and _isfinite(_dot(flat := output.reshape(-1), flat)):
+                continue
+            if has_nonfinite(output):
+                self.fail(nonfinite_alert(op, module, hooks.current_phase(), hooks.current_step(), tuple(inputs),
+                                          tuple(o for o in outputs if o is not None)))
+                return
 
     def op_end(self, event: hooks.OpEvent) -> None:
         if self.found is not None:
@@ -72,12 +110,19 @@ class NumericsObserver:
                                           event.outputs))
                 return
 
-    def check_parameters(self, optimizer: Any, step: int, named_parameters: list[tuple[str, Any]]) -> None:
+    def check_parameters(self, optimizer: Any, step: int, named_parameters: list[tuple[str, Any]],
+                         stats: ParameterStats | None = None) -> None:
         """After an optimizer step: a parameter the update made non-finite (its gradient was finite, or the ops
-        that made the gradient would have been reported first)."""
+        that made the gradient would have been reported first). ``stats``: the step's norms, when measured; a
+        parameter whose ‖w‖ before the step and ‖Δw‖ are finite is finite after it (w + Δw, every element of
+        both finite), so only the others are read again."""
         if self.found is not None:
             return
+        finite = () if stats is None else {name for name, weight, update in zip(
+            stats.names, stats.weight_norms, stats.update_norms) if _isfinite(weight) and _isfinite(update)}
         for name, param in named_parameters:
+            if name in finite:
+                continue
             data = param.numpy()
             if has_nonfinite(data):
                 grad = param.grad.numpy() if param.grad is not None else None

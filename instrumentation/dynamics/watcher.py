@@ -52,7 +52,7 @@ class Watch:
         self.numerics = NumericsObserver(self._report, raise_on_nonfinite) if check_numerics else None
         hooks.subscribe(self)
         if self.numerics is not None:
-            hooks.subscribe(self.numerics)
+            self.numerics.attach()
 
     # ---- lifetime -------------------------------------------------------------------------------------
     def attach(self, component: Any) -> Any:
@@ -70,7 +70,7 @@ class Watch:
         hooks.unsubscribe(self)
         self._guard.call("writing the last scalars", self._scalars.flush)
         if self.numerics is not None:
-            hooks.unsubscribe(self.numerics)
+            self.numerics.detach()
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -142,12 +142,12 @@ class Watch:
     def optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
         if self.optimizer is not None and event.optimizer is not self.optimizer:
             return
+        stats = None
+        if self._tracking:
+            self._tracking = False
+            stats = self._tracker.end()
         if self.numerics is not None:
-            self.numerics.check_parameters(event.optimizer, event.step, self._named_parameters)
-        if not self._tracking:
-            return
-        self._tracking = False
-        stats = self._tracker.end()
+            self.numerics.check_parameters(event.optimizer, event.step, self._named_parameters, stats)
         if stats is None:
             return
         tags = self._tags_of_names.get(stats.names)

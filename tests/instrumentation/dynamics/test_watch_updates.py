@@ -153,7 +153,11 @@ def test_close_detaches_every_hook_and_forward_hook(tmp_path):
     forward_hooks_before = {path: dict(m._forward_hooks) for path, m in model.named_modules()}
     with SummaryWriter(tmp_path / "run") as writer:
         handle = watch(model, writer, check_numerics=True)
-        assert len(hooks.observers()) == len(observers_before) + 4  # watch, numerics, memory tracker, capture
+        assert len(hooks.observers()) == len(observers_before) + 3  # watch, memory tracker, capture
+        assert hooks.output_check is handle.numerics  # the numerics check: the engine's per-op output check
+        second = watch(mlp(4), writer, check_numerics=True, memory=False, capture_requests=False)
+        assert hooks.output_check is handle.numerics and second.numerics in hooks.observers()  # slot taken: op_end
+        second.close()
         closed = []
         handle.attach(type("Component", (), {"close": lambda self: closed.append(True)})())
         handle.close()
@@ -161,7 +165,7 @@ def test_close_detaches_every_hook_and_forward_hook(tmp_path):
     assert hooks.observers() == observers_before
     assert {path: dict(m._forward_hooks) for path, m in model.named_modules()} == forward_hooks_before
     assert closed == [True]
-    assert not hooks.op_end and not hooks.optimizer_step_begin
+    assert not hooks.op_end and not hooks.optimizer_step_begin and hooks.output_check is None
 
 
 def test_bad_arguments_are_named(tmp_path):
