@@ -274,11 +274,16 @@ def mark_step_begin() -> None:
 
 
 def mark_step_end() -> None:
-    """Close the current step (``optimizer.step()`` calls this) and advance the step counter."""
+    """Close the current step (``optimizer.step()`` calls this) and advance the step counter.
+
+    An installed op log gets the step's ``STEP_END`` record (``engine.op_log``) before observers get ``step_end``."""
     global _step_open, _step
     if not _step_open:
         mark_step_begin()
     now = time.perf_counter_ns()
+    log = op_log
+    if log is not None:
+        log.extend((log.STEP_END, _step, _step_start_ns, now, 0, 0))
     if step_end:
         emit(step_end, tuple.__new__(StepEvent, (_step, now, now - _step_start_ns)))
     _step_open = False
@@ -294,9 +299,17 @@ def cancel_step_begin() -> None:
 
 
 def report_data_wait(wait_ns: int) -> None:
-    """Record time the training thread spent blocked on the input pipeline."""
+    """Record time the training thread spent blocked on the input pipeline (a wait that ended just now).
+
+    An installed op log gets a ``DATA_WAIT`` record (``engine.op_log``); observers get ``data_wait``."""
+    log = op_log
+    if log is None and not data_wait:
+        return
+    wait_ns, now = int(wait_ns), time.perf_counter_ns()
+    if log is not None:
+        log.extend((log.DATA_WAIT, _step, now - wait_ns, now, 0, 0))
     if data_wait:
-        emit(data_wait, DataWaitEvent(_step, int(wait_ns), time.perf_counter_ns()))
+        emit(data_wait, DataWaitEvent(_step, wait_ns, now))
 
 
 def reset_step(step: int = 0) -> None:

@@ -10,6 +10,16 @@ distinct key (``record_shapes=False``: shapes and dtypes are ``()``). Times are 
 start is taken right before the op computes, the end after its result is registered with the allocator
 (backward ops: right after ``backward`` returns). ``allocated_bytes`` is the allocator's cpu total at the end.
 One log at a time; observers (``op_start``/``op_end``) keep working alongside it.
+
+The engine also appends the step's boundaries, in the same stride with a negative code (never a key's index):
+
+    STEP_END,       step, step_start_ns, end_ns, 0, 0           hooks.mark_step_end (the step's begin is its start)
+    OPTIMIZER_STEP, step, start_ns,      end_ns, name code, 0   Optimizer.step, around the parameter updates;
+                                                                names[name code] is "<optimizer type>.step"
+    DATA_WAIT,      step, start_ns,      end_ns, 0, 0           hooks.report_data_wait (the wait just ended)
+
+so a profiler holding the log needs no step, optimizer or data-wait observer. The hook events are still emitted
+to subscribed observers, after the record is appended.
 """
 from __future__ import annotations
 
@@ -20,6 +30,9 @@ from engine import hooks as _hooks
 from engine import memory as _memory
 
 OP_LOG_STRIDE = 6
+STEP_END = -1
+OPTIMIZER_STEP = -2
+DATA_WAIT = -3
 _now = time.perf_counter_ns
 
 
@@ -30,14 +43,27 @@ class OpLog:
     and ends now (``arrays``: its input arrays). It is a closure over this log's containers, built once: the engine
     calls it for every op, and a closure reads its variables faster than a method reads attributes."""
 
-    __slots__ = ("data", "keys", "record_shapes", "record", "_codes")
+    __slots__ = ("data", "keys", "names", "record_shapes", "record", "extend", "name_codes", "_codes")
+    # the boundary records' codes (see the module docstring), readable from the log the engine holds
+    STEP_END, OPTIMIZER_STEP, DATA_WAIT = STEP_END, OPTIMIZER_STEP, DATA_WAIT
 
     def __init__(self, record_shapes: bool = True) -> None:
         self.data: list[int] = []
         self.keys: list[tuple[str, str, str, tuple[tuple[int, ...], ...], tuple[str, ...]]] = []
         self.record_shapes = bool(record_shapes)
         self._codes: dict[tuple, int] = {}  # raw key (see _recorder) -> index in keys
+        self.names: list[str] = []  # span names of OPTIMIZER_STEP records ("Adam.step")
+        self.name_codes: dict[Any, int] = {}  # optimizer type -> index in names
         self.record = _recorder(self)
+        self.extend = self.data.extend  # the engine appends boundary records with it
+
+    def optimizer_code(self, optimizer_type: type) -> int:
+        """The index in ``names`` of ``optimizer_type``'s step span name (the engine looks in ``name_codes`` first)."""
+        code = self.name_codes.get(optimizer_type)
+        if code is None:
+            code = self.name_codes[optimizer_type] = len(self.names)
+            self.names.append(optimizer_type.__name__ + ".step")
+        return code
 
     def clear(self) -> None:
         del self.data[:]

@@ -18,6 +18,7 @@ class _Required:
 
 
 required = _Required()
+_now = time.perf_counter_ns
 _new_event = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__  # a default that a param group must set itself (SGD's lr)
 
 
@@ -109,9 +110,12 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         previous = _hooks.set_phase("optimizer")
-        if _hooks.optimizer_step_begin:
-            _hooks.emit(_hooks.optimizer_step_begin, _new_event(_hooks.OptimizerEvent, (self, _hooks._step,
-                                                                                          time.perf_counter_ns())))
+        # NOTE: an installed op log (engine.op_log) gets one OPTIMIZER_STEP record around the updates, then observers
+        # get the event pair; with neither, no clock is read.
+        log, begin = _hooks.op_log, _hooks.optimizer_step_begin
+        start_ns = _now() if (log is not None or begin) else 0
+        if begin:
+            _hooks.emit(begin, _new_event(_hooks.OptimizerEvent, (self, _hooks._step, start_ns)))
         try:
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
@@ -119,9 +123,15 @@ class Optimizer:
                     self._update_group(group, params)
         finally:
             _hooks.set_phase(previous)
-        if _hooks.optimizer_step_end:
-            _hooks.emit(_hooks.optimizer_step_end, _new_event(_hooks.OptimizerEvent, (self, _hooks._step,
-                                                                                        time.perf_counter_ns())))
+        end = _hooks.optimizer_step_end
+        if log is not None or end:
+            end_ns = _now()
+            if log is not None:
+                code = log.name_codes.get(type(self))
+                log.extend((log.OPTIMIZER_STEP, _hooks._step, start_ns, end_ns,
+                            log.optimizer_code(type(self)) if code is None else code, 0))
+            if end:
+                _hooks.emit(end, _new_event(_hooks.OptimizerEvent, (self, _hooks._step, end_ns)))
         _hooks.mark_step_end()
         return loss
 

@@ -37,6 +37,7 @@ class OnDemandCapture:
         self._request_path = fmt.request_path(self.run_dir)
         self._next_check_ns = 0
         self._recorder: Recorder | None = None
+        self._steps_recorded = 0  # step boundaries since the capture started
         self._request: fmt.CaptureRequest | None = None
         self._writers: list[threading.Thread] = []
         self._subscribed = False
@@ -76,14 +77,15 @@ class OnDemandCapture:
     def _boundary(self, event: hooks.StepEvent | None) -> None:
         recorder = self._recorder
         if recorder is not None:
+            # NOTE: a capture starts at a step boundary, so every boundary after it ends a recorded step
             if event is None:
                 now = time.perf_counter_ns()
-                recorder.add_span(fmt.CAT_STEP, f"step {recorder.steps_seen}", self._step_start_ns, now)
-                recorder.steps_seen += 1
+                recorder.add_span(fmt.CAT_STEP, f"step {self._steps_recorded}", self._step_start_ns, now)
                 self._step_start_ns = now
-            elif recorder.steps_seen + recorder.step_open >= self._request.steps:
-                recorder.step_end(event)  # see Recorder: removed now, it would not see this event
-            if recorder.steps_seen >= self._request.steps:
+            self._steps_recorded += 1
+            if self._steps_recorded >= self._request.steps:
+                if event is not None:
+                    recorder.close_step(event)
                 self._finish()
             return
         now = time.perf_counter_ns()
@@ -112,7 +114,7 @@ class OnDemandCapture:
             fmt.write_capture_outcome(self.run_dir, fmt.CaptureRequest("", 0, 0.0), "", f"invalid request: {error}")
             os.remove(running)
             return
-        self._request = request
+        self._request, self._steps_recorded = request, 0
         self._recorder = Recorder(self.record_shapes, self.profile_memory)
         self._recorder.start()
         add_sink(self._recorder)

@@ -47,7 +47,8 @@ class profile:
         self._recorder: Recorder | None = None
         self._on_demand: OnDemandCapture | None = None
         self._input_bound = InputBoundDetector(self.logdir) if (input_bound and self.logdir is not None) else None
-        self._engine_stepped = False
+        self._engine_step = 0  # hooks' step counter when prof.step() last looked (see step())
+        self._quiet_until = 0  # the next step number at which the schedule may start or end something
         self._subscribed = False
         self._step_start_ns = 0
 
@@ -66,9 +67,10 @@ class profile:
             self._on_demand = OnDemandCapture(self.logdir, record_shapes=self.record_shapes,
                                               profile_memory=self.profile_memory, on_capture=self._captured)
             self._on_demand.start()
-        else:
+        elif self.schedule is not always_record:
             hooks.subscribe(self)  # NOTE: before any recorder (see Recorder on hook-list order)
         self._subscribed = True
+        self._engine_step = hooks._step
         if self._input_bound is not None:
             self._input_bound.start()
         self._step_start_ns = time.perf_counter_ns()
@@ -82,7 +84,7 @@ class profile:
         if self._on_demand is not None:
             self._on_demand.close()
         else:
-            hooks.unsubscribe(self)
+            hooks.unsubscribe(self)  # (a no-op without a schedule: nothing was subscribed)
             if self._recorder is not None:
                 try:
                     self._save()
@@ -93,13 +95,15 @@ class profile:
 
     # --- steps ------------------------------------------------------------------------------------------------
     def step_end(self, event: hooks.StepEvent) -> None:
-        self._engine_stepped = True
-        self._advance(event)
+        """The engine's step end (subscribed only with a schedule). Most steps of a cycle have nothing to do."""
+        self.step_num += 1
+        if self.step_num >= self._quiet_until:
+            self._transition(event)
 
     def step(self) -> None:
         """Mark a step boundary (only needed without the engine; see the class docstring)."""
-        if self._engine_stepped:
-            self._engine_stepped = False
+        if hooks._step != self._engine_step:  # the engine ended a step since the last call: it already advanced
+            self._engine_step = hooks._step
             return
         if self._on_demand is not None:
             self._on_demand.poll()
@@ -107,44 +111,51 @@ class profile:
         now = time.perf_counter_ns()
         if self._recorder is not None:
             self._recorder.add_span(fmt.CAT_STEP, f"step {self.step_num}", self._step_start_ns, now)
-            self._recorder.steps_seen += 1
         self._step_start_ns = now
-        self._advance(None)
+        self.step_num += 1
+        if self.step_num >= self._quiet_until:
+            self._transition(None)
 
-    def _advance(self, event: hooks.StepEvent | None) -> None:
+    def _transition(self, event: hooks.StepEvent | None) -> None:
+        """Step ``step_num`` begins: end the cycle, drop the warm-up or start recording as the schedule says."""
         try:
-            previous = self._action
-            self.step_num += 1
-            current = self.schedule(self.step_num)
+            previous, current = self._action, self.schedule(self.step_num)
             recorder = self._recorder
-            if current is previous and current is not ProfilerAction.RECORD_AND_SAVE and \
-                    (recorder is not None) is (current in _RECORDING):
-                return  # mid-cycle: nothing starts or ends (the common case, once per step)
             if recorder is not None:
-                cycle_ends = previous is ProfilerAction.RECORD_AND_SAVE or current is ProfilerAction.NONE
-                if cycle_ends:
+                if previous is ProfilerAction.RECORD_AND_SAVE or current is ProfilerAction.NONE:
                     if event is not None:
-                        recorder.step_end(event)  # see Recorder: removed now, it would not see this event
+                        recorder.close_step(event)
                     self._save()
                 elif previous is ProfilerAction.WARMUP and current is not ProfilerAction.WARMUP:
                     recorder.clear()
             self._enter(current)
         except Exception as error:  # noqa: BLE001 - profiling must never break training
+            self._quiet_until = self.step_num + 1
             print(f"flowscope: profiler step {self.step_num} failed ({type(error).__name__}: {error})",
                   file=sys.stderr)
 
     def _enter(self, action: ProfilerAction) -> None:
         self._action = action
+        self._quiet_until = self._next_transition(self.step_num)
         if action in _RECORDING and self._recorder is None:
             self._recorder = Recorder(self.record_shapes, self.profile_memory, self.with_stack)
             self._recorder.start()
             add_sink(self._recorder)
 
+    def _next_transition(self, step_num: int) -> int:
+        """The first step number after ``step_num`` at which the schedule may change what happens."""
+        if self.schedule is always_record:
+            return sys.maxsize
+        if isinstance(self.schedule, Schedule):
+            change = self.schedule.next_change(step_num)
+            return sys.maxsize if change is None else change
+        return step_num + 1  # any other callable: asked every step
+
     def _save(self) -> None:
         recorder, self._recorder = self._recorder, None
         recorder.stop()
         remove_sink(recorder)
-        if not recorder.op_count and not recorder.spans:
+        if not recorder.log.data and not recorder.added_spans:
             return
         trace = build_trace(recorder, self.schedule.as_dict() if isinstance(self.schedule, Schedule) else None)
         path = write_capture(self.logdir, trace) if self.logdir is not None else None

@@ -48,6 +48,21 @@ class Schedule:
             return ProfilerAction.WARMUP
         return ProfilerAction.RECORD if position < cycle - 1 else ProfilerAction.RECORD_AND_SAVE
 
+    def next_change(self, step: int) -> int | None:
+        """The first step after ``step`` whose action may differ from ``self(step)``, or that follows a cycle's
+        last step (None: every later step is NONE). The steps in between have nothing to start or end."""
+        if step < self.skip_first:
+            return self.skip_first
+        offset = step - self.skip_first
+        cycle = self.wait + self.warmup + self.active
+        if self.repeat > 0 and offset // cycle >= self.repeat:
+            return None
+        position = offset % cycle
+        for boundary in (self.wait, self.wait + self.warmup, cycle - 1):
+            if position < boundary:
+                return step - position + boundary
+        return step + 1
+
     def as_dict(self) -> dict[str, int]:
         return {"wait": self.wait, "warmup": self.warmup, "active": self.active, "repeat": self.repeat,
                 "skip_first": self.skip_first}

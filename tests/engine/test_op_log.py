@@ -1,4 +1,4 @@
-"""engine.op_log: what the engine appends per op equals what an op_end observer sees, and the slot's bookkeeping."""
+"""engine.op_log: what the engine appends per op and per step boundary equals what observers see; the slot's bookkeeping."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,8 @@ import pytest
 import engine
 from engine import hooks
 from engine.function import Function
-from engine.op_log import OP_LOG_STRIDE, OpLog
+from engine.nn import functional as F
+from engine.op_log import DATA_WAIT, OP_LOG_STRIDE, OPTIMIZER_STEP, STEP_END, OpLog
 from tiny_training import train_tiny
 
 
@@ -26,8 +27,38 @@ class Ends:
 
 
 def _records(log: OpLog) -> list[tuple]:
+    """The op records, readable (boundary records have negative codes)."""
     data = log.data
-    return [log.keys[data[i]] + tuple(data[i + 1:i + OP_LOG_STRIDE]) for i in range(0, len(data), OP_LOG_STRIDE)]
+    return [log.keys[data[i]] + tuple(data[i + 1:i + OP_LOG_STRIDE]) for i in range(0, len(data), OP_LOG_STRIDE)
+            if data[i] >= 0]
+
+
+def _boundaries(log: OpLog) -> list[tuple]:
+    """(position among all records, code, step, start_ns, end_ns, fifth int) of each boundary record."""
+    data = log.data
+    return [(i // OP_LOG_STRIDE, *data[i:i + 5]) for i in range(0, len(data), OP_LOG_STRIDE) if data[i] < 0]
+
+
+class Boundaries:
+    """The independent oracle for boundary records: the hook events themselves."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, object]] = []
+
+    def step_begin(self, event: hooks.StepEvent) -> None:
+        self.events.append(("step_begin", event))
+
+    def step_end(self, event: hooks.StepEvent) -> None:
+        self.events.append(("step_end", event))
+
+    def data_wait(self, event: hooks.DataWaitEvent) -> None:
+        self.events.append(("data_wait", event))
+
+    def optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
+        self.events.append(("optimizer_step_begin", event))
+
+    def optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
+        self.events.append(("optimizer_step_end", event))
 
 
 @pytest.fixture()
@@ -96,3 +127,56 @@ def test_the_slot_drives_the_one_per_op_flag(monkeypatch):
     (x * x).sum().backward()
     log.clear()
     assert log.data == [] and x.grad is not None
+
+
+def test_step_optimizer_and_data_wait_boundaries_match_the_hook_events(installed):
+    hooks.reset_step(0)
+    engine.manual_seed(0)
+    model = engine.nn.Sequential(engine.nn.Linear(4, 3), engine.nn.ReLU(), engine.nn.Linear(3, 2))
+    optimizer = engine.optim.Adam(model.parameters(), lr=0.1)
+    features = np.arange(60, dtype=np.float32).reshape(15, 4)
+    data = engine.data.Dataset.from_tensor_slices((features, np.arange(15) % 2)).batch(5)
+    oracle = hooks.subscribe(Boundaries())
+    try:
+        for x, y in data:  # the iterator opens each step and reports its wait
+            optimizer.zero_grad()
+            F.cross_entropy(model(engine.tensor(x)), engine.tensor(y)).backward()
+            optimizer.step()
+    finally:
+        hooks.unsubscribe(oracle)
+        hooks.reset_step(0)
+    by_kind: dict[str, list] = {}
+    for kind, event in oracle.events:  # observers still get every event with a log installed
+        by_kind.setdefault(kind, []).append(event)
+    # the fourth step_begin is the fetch that found the data exhausted (cancelled): it leaves no record
+    assert [len(by_kind[k]) for k in ("step_begin", "step_end", "data_wait", "optimizer_step_begin")] == [4, 3, 3, 3]
+    assert by_kind["step_begin"].pop().step == 3
+    expected = []
+    for begin, end, wait, opt_begin, opt_end in zip(*(by_kind[k] for k in (
+            "step_begin", "step_end", "data_wait", "optimizer_step_begin", "optimizer_step_end"))):
+        expected += [(DATA_WAIT, wait.step, wait.time_ns - wait.wait_ns, wait.time_ns, 0),
+                     (OPTIMIZER_STEP, opt_end.step, opt_begin.time_ns, opt_end.time_ns, 0),
+                     (STEP_END, end.step, begin.time_ns, end.time_ns, 0)]
+    boundaries = _boundaries(installed)
+    assert [b[1:] for b in boundaries] == expected
+    assert installed.names == ["Adam.step"] and installed.name_codes == {engine.optim.Adam: 0}
+    # each step's ops lie between its data wait and its optimizer step, and in time inside the step
+    ops = [(i // OP_LOG_STRIDE, installed.data[i + 1], installed.data[i + 2], installed.data[i + 3])
+           for i in range(0, len(installed.data), OP_LOG_STRIDE) if installed.data[i] >= 0]
+    for step in range(3):
+        wait, opt, end = boundaries[3 * step:3 * step + 3]
+        inside = [op for op in ops if wait[0] < op[0] < opt[0]]
+        assert inside and all(op[1] == step and end[3] <= op[2] <= op[3] <= opt[3] for op in inside)
+        assert end[3] <= wait[3] <= wait[4] <= opt[3] <= opt[4] <= end[4]
+    assert len(ops) + len(boundaries) == len(installed.data) // OP_LOG_STRIDE
+
+
+def test_no_boundary_records_without_a_log_and_none_after_removal():
+    hooks.reset_step(0)
+    log = OpLog()
+    hooks.set_op_log(log)
+    hooks.set_op_log(None)
+    train_tiny(2)
+    hooks.report_data_wait(1000)
+    assert log.data == [] and hooks.current_step() == 2
+    hooks.reset_step(0)

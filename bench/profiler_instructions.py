@@ -1,0 +1,95 @@
+"""Profiler cost per step in CPU instructions (valgrind callgrind): deterministic where wall times are not.
+
+Run ``python bench/profiler_instructions.py [--root DIR] [--variants off,oplog,profile]``. Each variant runs the
+digits-MLP step of ``bench/profiler_overhead.py`` under ``valgrind --tool=callgrind`` twice (``--short`` and
+``--long`` steps after the same warm-up, one BLAS thread, ``PYTHONHASHSEED=0``); the difference of the two
+instruction totals divided by the difference of the step counts is the cost of one step, start-up excluded.
+``--root`` runs another checkout's code (e.g. a copy of the tree before a change) with this driver.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+VARIANTS = ("off", "oplog", "profile")
+_COLLECTED = re.compile(rb"Collected : (\d+)")
+
+
+def inner(variant: str, steps: int, warmup: int) -> None:
+    """Runs inside valgrind: warm up, then ``steps`` steps of ``variant``."""
+    sys.path.insert(0, os.getcwd())
+    import engine
+    from engine import hooks, nn
+    from engine.nn import functional as F
+
+    engine.manual_seed(0)
+    (x, y), _ = engine.datasets.load_digits(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    optimizer = engine.optim.Adam(model.parameters(), lr=1e-3)
+    x_t, y_t = engine.tensor(x[:32]), engine.tensor(y[:32])
+
+    def step() -> None:
+        hooks.mark_step_begin()
+        optimizer.zero_grad()
+        F.cross_entropy(model(x_t), y_t).backward()
+        optimizer.step()
+
+    context = None
+    if variant == "oplog":
+        hooks.set_op_log(engine.op_log.OpLog())
+    elif variant == "profile":
+        import instrumentation
+        context = instrumentation.profile()
+        context.__enter__()
+    elif variant != "off":
+        raise SystemExit(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+    for _ in range(warmup + steps):
+        step()
+    # NOTE: the profile is left open: its exit (trace export) is not per-step work; os._exit skips interpreter teardown
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def instructions(root: str, variant: str, steps: int, warmup: int) -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out", sys.executable,
+                   os.path.abspath(__file__), "--inner", variant, "--steps", str(steps), "--warmup", str(warmup)]
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, check=False)
+    found = _COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind run of {variant!r} failed (exit {done.returncode}): "
+                           f"{done.stderr.decode(errors='replace')[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--short", type=int, default=20)
+    parser.add_argument("--long", type=int, default=220)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--inner", help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.inner:
+        inner(args.inner, args.steps, args.warmup)
+        return 0
+    print(f"# instructions per digits-MLP step (callgrind; {args.root}; steps {args.long} - {args.short})")
+    print(f"{'variant':<10} {'instr/step':>12} {'vs off':>10} {'ratio':>7}")
+    base = None
+    for variant in args.variants.split(","):
+        per_step = (instructions(args.root, variant, args.long, args.warmup)
+                    - instructions(args.root, variant, args.short, args.warmup)) / (args.long - args.short)
+        base = per_step if base is None else base
+        print(f"{variant:<10} {per_step:>12,.0f} {per_step - base:>+10,.0f} {per_step / base:>7.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
