@@ -1,8 +1,10 @@
 """Profiler cost: digits-MLP step time with the profiler off / recording vs torch.profiler on the same PyTorch MLP,
 trace bytes per step, and the time the Profile page needs to open a 1M-event trace with its top-ops table.
 
-Run ``python bench/profiler_overhead.py [--repeats 15] [--steps 100] [--events 1000000]``. Everything runs in one
-process; repeats are interleaved (off, recording, torch off, torch profiler, ...) and medians reported.
+Run ``python bench/profiler_overhead.py [--repeats 41] [--steps 100] [--events 1000000]``. Everything runs in one
+process. Each repeat times the five configurations back to back (the engine's three and the torch pair, each in
+rotating order: each configuration takes every place in turn); a profiler's ratio is taken within
+each repeat (profiled / off of the same repeat) and the median of those ratios reported, with their quartiles.
 """
 from __future__ import annotations
 
@@ -60,8 +62,7 @@ def torch_step(torch: Any) -> Callable[[], None]:
     return step
 
 
-def timed_ms(step: Callable[[], None], steps: int, around: Callable[[], Any] | None = None,
-             after_step: Callable[[Any], None] | None = None) -> float:
+def timed_ms(step: Callable[[], None], steps: int, around: Callable[[], Any] | None = None) -> float:
     """ms per step; ``around()`` gives a context manager entered outside the timed loop (its exit is not timed).
 
     NOTE: the heap is collected first (untimed). torch.profiler's results are cyclic garbage worth ~200 ms of
@@ -69,12 +70,11 @@ def timed_ms(step: Callable[[], None], steps: int, around: Callable[[], Any] | N
     (that was the engine-recording row: 4-5x instead of ~1.3x)."""
     gc.collect()
     context = around() if around is not None else None
-    handle = context.__enter__() if context is not None else None
+    if context is not None:
+        context.__enter__()
     start = time.perf_counter()
     for _ in range(steps):
         step()
-        if after_step is not None:
-            after_step(handle)
     elapsed = time.perf_counter() - start
     if context is not None:
         context.__exit__(None, None, None)
@@ -89,19 +89,21 @@ def step_ratios(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, A
     ours, theirs = engine_step(), torch_step(torch)
     activities = [torch.profiler.ProfilerActivity.CPU]
     torch_profiler = lambda: torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True)  # noqa: E731
-    holder: dict[str, Any] = {}
-
-    def profiling() -> Any:
-        holder["prof"] = instrumentation.profile()
-        return holder["prof"]
+    # mid-cycle of a schedule: the profiler follows the engine's step ends (the cycle ends after the block)
+    scheduled = lambda: instrumentation.profile(schedule=instrumentation.schedule(wait=0, warmup=0, active=10**9))  # noqa: E731
     for _ in range(args.warmup):
         ours(), theirs()
-    runs: dict[str, list[float]] = {"engine off": [], "engine recording": [], "torch off": [], "torch.profiler": []}
-    for _ in range(args.repeats):
-        runs["engine off"].append(timed_ms(ours, args.steps))
-        runs["engine recording"].append(timed_ms(ours, args.steps, profiling))
-        runs["torch off"].append(timed_ms(theirs, args.steps))
-        runs["torch.profiler"].append(timed_ms(theirs, args.steps, torch_profiler))
+    groups = [(ours, [("engine off", None), ("engine recording", instrumentation.profile),
+                      ("engine recording, scheduled", scheduled)]),
+              (theirs, [("torch off", None), ("torch.profiler", torch_profiler)])]
+    runs: dict[str, list[float]] = {name: [] for _, configs in groups for name, _ in configs}
+    for repeat in range(args.repeats):
+        for step, configs in groups:
+            shift = repeat % len(configs)  # NOTE: each configuration takes every place in the order in turn
+            for name, around in configs[shift:] + configs[:shift]:
+                runs[name].append(timed_ms(step, args.steps, around))
+    ratios = {name: [p / o for p, o in zip(runs[name], runs[configs[0][0]])] for _, configs in groups
+              for name, _ in configs[1:]}
     medians = {name: statistics.median(values) for name, values in runs.items()}
     with tempfile.TemporaryDirectory() as directory:
         prof = instrumentation.profile(directory)
@@ -112,7 +114,7 @@ def step_ratios(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, A
         export_s = time.perf_counter() - export_start  # what a schedule's last step of a cycle pays, once per cycle
         trace_bytes = os.path.getsize(prof.traces_written[0])
         events = len(prof.last_trace["traceEvents"])
-    return medians, {"trace_bytes_per_step": trace_bytes / args.steps, "events_per_step": events / args.steps,
+    return medians, {"ratios": ratios, "trace_bytes_per_step": trace_bytes / args.steps, "events_per_step": events / args.steps,
                      "export_ms": export_s * 1e3,
                      "sample_trace": prof.last_trace}
 
@@ -201,7 +203,7 @@ def single_threaded_blas() -> Any:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=41)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -219,12 +221,16 @@ def main() -> int:
                 step()
         return open_report(prof.last_trace, args)
     medians, extra = step_ratios(args)
-    print(f"{'configuration':<22} {'ms/step':>9} {'ratio':>7}")
+    print(f"{'configuration':<28} {'ms/step':>9} {'ratio':>7} {'ratio p25-p75':>15}  (ratio: median over repeats of profiled/off)")
+    ratios = extra["ratios"]
     for name, value in medians.items():
-        base = medians["engine off"] if name.startswith("engine") else medians["torch off"]
-        print(f"{name:<22} {value:>9.3f} {value / base:>7.2f}x")
-    ours = medians["engine recording"] / medians["engine off"]
-    theirs = medians["torch.profiler"] / medians["torch off"]
+        if name in ratios:
+            quartiles = statistics.quantiles(ratios[name], n=4)
+            print(f"{name:<28} {value:>9.3f} {statistics.median(ratios[name]):>6.2f}x {quartiles[0]:>7.2f}-{quartiles[2]:.2f}x")
+        else:
+            print(f"{name:<28} {value:>9.3f} {1.0:>6.2f}x")
+    ours = statistics.median(ratios["engine recording"])
+    theirs = statistics.median(ratios["torch.profiler"])
     verdict = "meets" if ours <= TARGET_RATIO and ours <= theirs else "MISSES"
     print(f"recording ratio {ours:.2f}x vs target <= {TARGET_RATIO:.2f}x and <= torch.profiler's {theirs:.2f}x: {verdict}")
     print(f"trace bytes per step (gzip): {extra['trace_bytes_per_step']:.0f}; events per step: {extra['events_per_step']:.0f}")
