@@ -8,6 +8,8 @@ import numpy as np
 from instrumentation.format import metadata, protos
 from instrumentation.format.tensors import string_tensor
 from instrumentation.summary.bucketing import HistogramData
+from instrumentation.summary.wire import (INT64_MAX, INT64_MIN, double_field, int64_field, length_delimited,
+                                          packed_doubles)
 
 Event, Summary, SummaryMetadata, SessionLog = protos.Event, protos.Summary, protos.SummaryMetadata, protos.SessionLog
 
@@ -56,7 +58,20 @@ def _summary_event(summary_value: Any, step: int, wall_time: float) -> bytes:
 
 
 def histogram_event(tag: str, histogram: HistogramData, step: int, wall_time: float) -> bytes:
-    """A TF1-style `histo` value (what torch and tensorboardX write): right edges, exact min/max/sum."""
+    """A TF1-style `histo` value (what torch and tensorboardX write): right edges, exact min/max/sum. Encoded by
+    hand (byte-identical to protobuf's serialization, which costs ~0.2 µs per bucket building Python lists)."""
+    if not INT64_MIN <= step <= INT64_MAX:
+        return _histogram_event_by_protobuf(tag, histogram, step, wall_time)  # raises as protobuf does
+    histo = b"".join((double_field(0x09, histogram.minimum), double_field(0x11, histogram.maximum),
+                      double_field(0x19, histogram.num), double_field(0x21, histogram.sum),
+                      double_field(0x29, histogram.sum_squares), packed_doubles(0x32, histogram.edges[1:]),
+                      packed_doubles(0x3A, histogram.counts)))
+    value = length_delimited(0x0A, tag.encode("utf-8")) + length_delimited(0x2A, histo)
+    return double_field(0x09, wall_time) + int64_field(0x10, step) + length_delimited(
+        0x2A, length_delimited(0x0A, value))
+
+
+def _histogram_event_by_protobuf(tag: str, histogram: HistogramData, step: int, wall_time: float) -> bytes:
     histo = protos.HistogramProto(
         min=histogram.minimum, max=histogram.maximum, num=histogram.num, sum=histogram.sum,
         sum_squares=histogram.sum_squares, bucket_limit=np.asarray(histogram.edges[1:], dtype=np.float64).tolist(),

@@ -17,6 +17,7 @@ from google_crc32c import value as crc32c
 
 from instrumentation.format.records import frame_records, masked_crc32c_array, record_header
 from instrumentation.summary.builders import ScalarEventBuilder
+from instrumentation.summary.wire import varint
 
 _BUILDER = ScalarEventBuilder()
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), reflected
@@ -46,17 +47,6 @@ def _contributions(max_distance: int) -> np.ndarray:
     return _contribution_table
 
 
-def _varint(number: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, number = number & 0x7F, number >> 7
-        if number:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
-
-
 def _varint_length(steps: np.ndarray) -> np.ndarray:
     """Bytes of each step's varint (steps as uint64: negative int64 steps take 10, as protobuf writes them)."""
     return 1 + (steps[:, None] >= _VARINT_BOUNDS[None, :]).sum(axis=1)
@@ -69,8 +59,8 @@ class _Layout:
 
     def __init__(self, tag: str, step_bytes: int, has_wall: bool) -> None:
         name = tag.encode("utf-8")
-        value = bytes([_TAG_KEY]) + _varint(len(name)) + name + bytes([_SIMPLE_VALUE_KEY]) + bytes(4)
-        summary = bytes([_VALUE_KEY]) + _varint(len(value)) + value
+        value = bytes([_TAG_KEY]) + varint(len(name)) + name + bytes([_SIMPLE_VALUE_KEY]) + bytes(4)
+        summary = bytes([_VALUE_KEY]) + varint(len(value)) + value
         data = bytearray()
         self.wall_at = self.step_at = -1
         if has_wall:
@@ -81,7 +71,7 @@ class _Layout:
             data.append(_STEP_KEY)
             self.step_at = len(data)
             data += bytes(step_bytes)
-        data += bytes([_SUMMARY_KEY]) + _varint(len(summary)) + summary
+        data += bytes([_SUMMARY_KEY]) + varint(len(summary)) + summary
         self.step_bytes = step_bytes
         self.value_at = len(data) - 4
         # offsets below are into the framed record: 12 header bytes, the data, 4 CRC bytes
