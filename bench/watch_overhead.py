@@ -4,7 +4,8 @@ Run ``python bench/watch_overhead.py [--repeats N] [--steps N]``. One BLAS threa
 one model each, with repeats interleaved (off, defaults, numerics, off, …) so that load drift hits all alike; the
 table shows the median ms/step and the median over repeats of the ratio to "off" measured in the same repeat. A variant's time includes the
 SummaryWriter thread's work for its steps (each timing ends with a flush). Targets: defaults ≤ 1.05×,
-check_numerics ≤ 1.3×.
+check_numerics ≤ 1.3×. The "floor" row runs only the NumPy calls of watch()'s statistics from minimal hooks (no
+alerts, writer or memory tracker): what computing those statistics this way costs at least.
 """
 from __future__ import annotations
 
@@ -18,14 +19,17 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import numpy as np  # noqa: E402
+
 import engine  # noqa: E402
 from engine import hooks, nn  # noqa: E402
 from engine.nn import functional as F  # noqa: E402
 from instrumentation import SummaryWriter, watch  # noqa: E402
 
 BATCH = 64
+FLOOR = "floor: the stats' NumPy calls only"
 VARIANTS = {"off": None, "defaults": {}, "defaults, no memory tracker": {"memory": False},
-            "check_numerics": {"check_numerics": True}, "every=10": {"every": 10}}
+            "check_numerics": {"check_numerics": True}, "every=10": {"every": 10}, FLOOR: None}
 TARGETS = {"defaults": 1.05, "check_numerics": 1.3}
 WARM_STEPS = 20  # per variant and repeat, untimed: the first steps of a new watch() pay for building its tags
 
@@ -33,6 +37,58 @@ WARM_STEPS = 20  # per variant and repeat, untimed: the first steps of a new wat
 def models() -> dict[str, nn.Module]:
     engine.manual_seed(0)
     return {"MLP 64-128-10": nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)), "CNN": nn.DigitsCNN()}
+
+
+class ArrayWorkFloor:
+    """The array work of watch()'s per-step statistics and nothing else — no alerts, no writer, no memory tracker:
+    per parameter a copy of w, ‖g‖², ‖w‖², the subtraction giving Δw and ‖Δw‖² (BLAS dots), and per watched layer
+    output the passes watch() makes (ReLU: two matrix-vector products; Linear/Conv2d: abs and a dot). What a step
+    costs at least while these statistics are computed with NumPy calls from Python hooks."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.params = list(model.parameters())
+        self.copies = [np.empty_like(p.numpy()).reshape(-1) for p in self.params]
+        self.handles = [module.register_forward_hook(self._relu if type(module).__name__ == "ReLU" else self._affine)
+                        for module in model.modules() if type(module).__name__ in ("ReLU", "Linear", "Conv2d")]
+        hooks.subscribe(self)
+
+    @staticmethod
+    def _ones(size: int, dtype: Any, cache: dict = {}) -> np.ndarray:  # noqa: B006 - a cache on purpose
+        ones = cache.get((size, dtype))
+        if ones is None:
+            ones = cache[(size, dtype)] = np.ones(size, dtype)
+        return ones
+
+    def _relu(self, module: nn.Module, inputs: tuple, output: Any) -> None:
+        a = output.numpy()
+        if a.ndim > 2:
+            a = (a.reshape(a.shape[0] * a.shape[1], -1) @ self._ones(a[0, 0].size, a.dtype)).reshape(a.shape[:2])
+        self._ones(a.shape[0], a.dtype) @ a
+
+    def _affine(self, module: nn.Module, inputs: tuple, output: Any) -> None:
+        flat = np.abs(output.numpy()).reshape(-1)
+        np.dot(flat, self._ones(flat.size, flat.dtype))
+
+    def optimizer_step_begin(self, event: Any) -> None:
+        for param, copy in zip(self.params, self.copies):
+            w = param.numpy().reshape(-1)
+            g = param.grad.numpy().reshape(-1)
+            np.copyto(copy, w)
+            np.dot(g, g)
+            np.dot(w, w)
+
+    def optimizer_step_end(self, event: Any) -> None:
+        for param, copy in zip(self.params, self.copies):
+            np.subtract(param.numpy().reshape(-1), copy, out=copy)
+            np.dot(copy, copy)
+
+    def log_loss(self, value: float) -> None:
+        pass
+
+    def close(self) -> None:
+        hooks.unsubscribe(self)
+        for handle in self.handles:
+            handle.remove()
 
 
 def step_function(model: nn.Module, batches: list[tuple[Any, Any]]) -> tuple[Callable[[Any], None], Any]:
@@ -63,7 +119,8 @@ def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, repea
     with SummaryWriter(logdir, flush_secs=2.0) as writer:
         for repeat in range(repeats + 1):  # the first round warms up
             for name, options in VARIANTS.items():
-                handle = None if options is None else watch(model, writer, optimizer=optimizer, **options)
+                handle = ArrayWorkFloor(model) if name == FLOOR else \
+                    None if options is None else watch(model, writer, optimizer=optimizer, **options)
                 try:
                     for _ in range(WARM_STEPS):
                         step(handle)
@@ -96,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
           f"interleaved repeats; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     print(f"defaults = scalars every step, histograms every 100 steps; targets: defaults <= {TARGETS['defaults']}x, "
           f"check_numerics <= {TARGETS['check_numerics']}x\n")
-    print(f"{'model':<15} {'variant':<28} {'ms/step':>9} {'ratio':>7}  target")
+    print(f"{'model':<15} {'variant':<36} {'ms/step':>9} {'ratio':>7}  target")
     with threadpool_limits(1), tempfile.TemporaryDirectory() as logdir:
         for label, model in models().items():
             steps = args.steps if label.startswith("MLP") else max(args.steps // 5, 5)
@@ -104,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
             for name, (ms, ratio) in results.items():
                 target = TARGETS.get(name)
                 verdict = "" if target is None else (f"<= {target}x " + ("ok" if ratio <= target else "MISSED"))
-                print(f"{label:<15} {name:<28} {ms:9.3f} {ratio:6.2f}x  {verdict}")
+                print(f"{label:<15} {name:<36} {ms:9.3f} {ratio:6.2f}x  {verdict}")
 
 
 if __name__ == "__main__":
