@@ -157,12 +157,15 @@ def unsubscribe(observer: Any) -> None:
     if len(kept) == len(_observers):
         return
     _observers[:] = kept
-    for name in HOOK_POINTS:
+    removed = []
+    for name in HOOK_POINTS:  # NOTE: one callable may serve several hook points (alloc = free = record)
         points = globals()[name]
+        remaining = []
         for hook in points:
-            if _owners[id(hook)][0] is observer:
-                del _owners[id(hook)]
-        points[:] = [h for h in points if id(h) in _owners]
+            (removed if _owners.get(id(hook), (None,))[0] is observer else remaining).append(hook)
+        points[:] = remaining
+    for hook in removed:
+        _owners.pop(id(hook), None)
     # NOTE: failures are keyed by id(observer); forget them, or a later observer reusing the id is never reported.
     _reported.difference_update([key for key in _reported if key[0] == id(observer)])
     _refresh_ops_observed()

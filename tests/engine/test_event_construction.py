@@ -6,24 +6,7 @@ import numpy as np
 import engine
 from engine import hooks, memory
 from engine.nn import functional as F
-
-
-class Collect:
-    def __init__(self, starts: bool) -> None:
-        self.starts: list = []
-        self.ends: list = []
-        self.memory: list = []
-        if starts:
-            self.op_start = self.starts.append
-
-    def op_end(self, event: hooks.OpEvent) -> None:
-        self.ends.append(event)
-
-    def alloc(self, event: hooks.MemoryEvent) -> None:
-        self.memory.append(event)
-
-    def free(self, event: hooks.MemoryEvent) -> None:
-        self.memory.append(event)
+from recording_observers import OpRecorder
 
 
 def _train_step(observer) -> None:
@@ -38,7 +21,7 @@ def _train_step(observer) -> None:
 
 
 def test_backward_events_are_full_op_events_with_or_without_op_start():
-    ends_only, both = Collect(starts=False), Collect(starts=True)
+    ends_only, both = OpRecorder(starts=False), OpRecorder()
     _train_step(ends_only)
     _train_step(both)
     for collected in (ends_only, both):
@@ -56,7 +39,7 @@ def test_backward_events_are_full_op_events_with_or_without_op_start():
 
 
 def test_forward_end_event_copies_the_start_fields():
-    both = Collect(starts=True)
+    both = OpRecorder()
     _train_step(both)
     forward_starts = [e for e in both.starts if e.phase == "forward"]
     forward_ends = [e for e in both.ends if e.phase == "forward"]
@@ -66,7 +49,7 @@ def test_forward_end_event_copies_the_start_fields():
 
 
 def test_memory_events_carry_every_field():
-    observer = Collect(starts=False)
+    observer = OpRecorder(starts=False)
     _train_step(observer)
     allocs = [e for e in observer.memory if e.action == "alloc"]
     assert allocs and all(type(e) is hooks.MemoryEvent and e.bytes > 0 and e.dtype and e.time_ns > 0 for e in allocs)

@@ -9,23 +9,7 @@ import engine
 from engine import hooks
 from engine.function import Function
 from engine.nn import functional as F
-
-
-class EndsOnly:
-    def __init__(self) -> None:
-        self.ends: list[hooks.OpEvent] = []
-
-    def op_end(self, event: hooks.OpEvent) -> None:
-        self.ends.append(event)
-
-
-class StartsAndEnds(EndsOnly):
-    def __init__(self) -> None:
-        super().__init__()
-        self.starts: list[hooks.OpEvent] = []
-
-    def op_start(self, event: hooks.OpEvent) -> None:
-        self.starts.append(event)
+from recording_observers import OpRecorder
 
 
 def _forward_ops(observer) -> None:
@@ -50,7 +34,7 @@ def _without_time(event: hooks.OpEvent) -> dict:
 
 
 def test_end_events_are_the_same_with_or_without_an_op_start_observer():
-    ends_only, both = EndsOnly(), StartsAndEnds()
+    ends_only, both = OpRecorder(starts=False, memory=False), OpRecorder(memory=False)
     _forward_ops(ends_only)
     _forward_ops(both)
     assert len(ends_only.ends) == len(both.ends) > 4

@@ -8,25 +8,7 @@ import pytest
 
 import engine
 from engine import hooks
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.starts: list[hooks.OpEvent] = []
-        self.ends: list[hooks.OpEvent] = []
-        self.memory: list[hooks.MemoryEvent] = []
-
-    def op_start(self, event: hooks.OpEvent) -> None:
-        self.starts.append(event)
-
-    def op_end(self, event: hooks.OpEvent) -> None:
-        self.ends.append(event)
-
-    def alloc(self, event: hooks.MemoryEvent) -> None:
-        self.memory.append(event)
-
-    def free(self, event: hooks.MemoryEvent) -> None:
-        self.memory.append(event)
+from recording_observers import OpRecorder
 
 
 class Broken:
@@ -39,7 +21,7 @@ class Broken:
 
 @pytest.fixture
 def recorder():
-    observer = hooks.subscribe(Recorder())
+    observer = hooks.subscribe(OpRecorder())
     yield observer
     hooks.unsubscribe(observer)
     assert not hooks.op_start and not hooks.op_end and not hooks.alloc and not hooks.free
@@ -83,7 +65,7 @@ def test_alloc_and_free_events_name_op_and_category(recorder):
 
 
 def test_failing_observer_is_reported_once_and_training_continues(capsys):
-    broken, recorder = hooks.subscribe(Broken()), hooks.subscribe(Recorder())
+    broken, recorder = hooks.subscribe(Broken()), hooks.subscribe(OpRecorder())
     try:
         Broken.calls = 0
         x = engine.tensor(np.array([1.0, 2.0]), requires_grad=True)
@@ -111,7 +93,7 @@ def test_a_resubscribed_failing_observer_is_reported_again(capsys):
 
 
 def test_unsubscribe_detaches_every_hook_point():
-    recorder = hooks.subscribe(Recorder())
+    recorder = hooks.subscribe(OpRecorder())
     hooks.subscribe(recorder)  # subscribing twice is a no-op
     assert len(hooks.op_end) == 1 and recorder in hooks.observers()
     hooks.unsubscribe(recorder)
@@ -138,3 +120,20 @@ def test_measure_cost_of_the_unobserved_hook_check():
     op = min(timeit.repeat(lambda: a * a, number=20_000, repeat=5)) / 20_000
     print(f"\nhook check: {(check - empty) * 1e9:.1f} ns per op; a 16-element mul: {op * 1e9:.0f} ns "
           f"({(check - empty) / op:.1%} of it)")
+
+
+def test_one_callable_serving_two_hook_points_subscribes_and_unsubscribes_cleanly():
+    events: list = []
+
+    class Both:
+        alloc = free = staticmethod(events.append)
+
+    observer = hooks.subscribe(Both())
+    x = engine.tensor(np.ones(4, np.float32))
+    del x
+    hooks.unsubscribe(observer)
+    assert {e.action for e in events} == {"alloc", "free"}
+    assert not hooks.alloc and not hooks.free and observer not in hooks.observers()
+    count = len(events)
+    engine.tensor(np.ones(4, np.float32))
+    assert len(events) == count

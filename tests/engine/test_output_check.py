@@ -6,15 +6,8 @@ import pytest
 
 import engine
 from engine import hooks
+from recording_observers import OpRecorder
 from tiny_training import train_tiny
-
-
-class Ends:
-    def __init__(self) -> None:
-        self.ends: list[hooks.OpEvent] = []
-
-    def op_end(self, event: hooks.OpEvent) -> None:
-        self.ends.append(event)
 
 
 class Checks:
@@ -35,7 +28,7 @@ def checks():
 
 def test_every_op_is_checked_with_what_an_observer_sees(checks):
     hooks.reset_step(0)
-    reference = hooks.subscribe(Ends())
+    reference = hooks.subscribe(OpRecorder(starts=False, memory=False))
     try:
         train_tiny(2)
     finally:
