@@ -92,11 +92,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--workload", default="", help="run only the workloads whose name contains this text")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     if load > (os.cpu_count() or 1) * 0.7:
         print(f"warning: load average {load:.1f} on {os.cpu_count()} CPUs; figures will be noisy")
     for workload, (hidden, batch) in WORKLOADS.items():
+        if args.workload not in workload:
+            continue
         step = make_step(hidden, batch)
         with tempfile.TemporaryDirectory() as logdir, SummaryWriter(logdir) as writer:
             configs = configurations(writer)

@@ -337,15 +337,14 @@ def end_step_peak(device: str = "cpu", step: int | None = None) -> tuple[int, in
     several readers of one step boundary see the same step peak."""
     state = _state(device)
     ended = state.ended
-    if step is not None and ended is not None and ended[0] == step:
-        return ended[1], ended[2], dict(ended[3]), dict(ended[4])
-    now = state.categories.copy()
-    at_peak = dict(now) if state.rising else state.peak_categories
-    peak, allocated = state.step_peak, state.allocated
-    state.step_peak, state.rising, state.peak_categories = allocated, False, now.copy()
-    if step is not None:
-        state.ended = (step, allocated, peak, dict(at_peak), dict(now))
-    return allocated, peak, at_peak, now
+    if step is None or ended is None or ended[0] != step:
+        # NOTE: dicts assigned to peak_categories are never changed in place (each reset or peak assigns a new one),
+        # so the figures of this end can refer to them; every reader gets copies.
+        at_peak = state.peak_categories
+        now = state.peak_categories = state.categories.copy()
+        ended = state.ended = (step, state.allocated, state.step_peak, now if state.rising else at_peak, now)
+        state.step_peak, state.rising = state.allocated, False
+    return ended[1], ended[2], ended[3].copy(), ended[4].copy()
 
 
 def arm_peak_capture(device: str, min_bytes: int | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import sys
 from types import CodeType
+from typing import Callable
 
 import engine
 
@@ -17,57 +18,80 @@ class StackRecorder:
     """``capture()`` returns an interned tuple of up to ``depth`` user frames, innermost first.
 
     Frames whose file lies under ``engine/`` or ``instrumentation/`` are skipped (so a leak points at the user's
-    line, not at ``Linear.forward``). Per code object the internal/user decision is cached; per sequence of
+    line, not at ``Linear.forward``). Per file name the internal/user decision is cached; per sequence of
     (code, last instruction) the formatted tuple is cached, so steady-state training reads no line numbers (a
-    frame's ``f_lineno`` decodes the line table) and formats no strings. NOTE: code objects are looked up by id:
-    ``hash(code)`` is not cached and hashes the constants of the code (costly for a module's or a long function's);
-    the table keeps every code object it has seen alive, so an id is never reused while it is in the table."""
+    frame's ``f_lineno`` decodes the line table) and formats no strings. Internal frames are recognised by their
+    code's file name (a string: its hash is cached). NOTE: user frames' code objects are keyed by id: ``hash(code)``
+    is not cached and hashes the constants of the code (costly for a module's or a long function's); the table
+    keeps every user code object it has seen alive, so an id is never reused while it is in the table."""
 
-    __slots__ = ("depth", "_codes", "_interned")
+    __slots__ = ("depth", "_codes", "_internal_files", "_user_files", "_interned", "capture")
 
     def __init__(self, depth: int = 4) -> None:
         if depth < 1:
             raise ValueError(f"stack depth must be at least 1, got {depth}")
         self.depth = depth
-        self._codes: dict[int, tuple[CodeType, bool]] = {}  # id(code) -> (code, internal?)
+        self._codes: dict[int, CodeType] = {}  # id(code) -> code of user frames (kept alive: their ids stay unique)
+        self._internal_files: set[str] = set()  # co_filename of frames under engine/ or instrumentation/
+        self._user_files: set[str] = set()
         self._interned: dict[tuple, tuple[str, ...]] = {}  # (id(code), lasti, ...) of the user frames -> the stack
+        self.capture = _capturer(self)
 
-    def capture(self, skip: int = 2) -> tuple[str, ...]:
-        """The stack of the caller ``skip`` frames up (2: the caller of the hook method that calls this)."""
-        try:
-            frame = _getframe(skip)
-        except ValueError:
-            return ()
-        codes = self._codes
-        key: list = []
-        left = self.depth
-        while frame is not None:
-            code = frame.f_code
-            known = codes.get(id(code))
-            if known is None:
-                known = codes[id(code)] = (code, is_internal(code.co_filename))
-            if not known[1]:
-                key.append(id(code))
-                key.append(frame.f_lasti)
-                left -= 1
-                if not left:
-                    break
-            frame = frame.f_back
-        key_tuple = tuple(key)
-        stack = self._interned.get(key_tuple)
-        if stack is None:
-            stack = self._interned[key_tuple] = self._format(skip + 1)
-        return stack
+    def classify(self, filename: str) -> bool:
+        """Remember whether frames of ``filename`` are internal; returns True if they are."""
+        internal = is_internal(filename)
+        (self._internal_files if internal else self._user_files).add(filename)
+        return internal
 
     def _format(self, skip: int) -> tuple[str, ...]:
         """The same walk, formatting the user frames (once per distinct stack)."""
         frame, lines = _getframe(skip), []
         while frame is not None and len(lines) < self.depth:
             code = frame.f_code
-            if not self._codes[id(code)][1]:
+            if code.co_filename in self._user_files:
                 lines.append(f"{_short_path(code.co_filename)}:{frame.f_lineno} {code.co_name}")
             frame = frame.f_back
         return tuple(lines)
+
+
+def _capturer(recorder: StackRecorder) -> Callable[[int], tuple[str, ...]]:
+    """``recorder.capture(skip=2)``: the stack of the caller ``skip`` frames up (2: the caller of the function that
+    calls it). A closure over the recorder's tables, built once: it runs for every allocation, and a closure reads
+    its variables faster than a method reads attributes. An internal frame costs its code's file name (a string
+    with a cached hash) looked up in a set; a user frame also its code's id."""
+    codes, internal, user, interned, depth, classify = (recorder._codes, recorder._internal_files,
+                                                        recorder._user_files, recorder._interned, recorder.depth,
+                                                        recorder.classify)
+
+    def capture(skip: int = 2) -> tuple[str, ...]:
+        try:
+            frame = _getframe(skip)
+        except ValueError:
+            return ()
+        key: list = []
+        left = depth
+        while frame is not None:
+            code = frame.f_code
+            filename = code.co_filename
+            if filename in internal or (filename not in user and classify(filename)):
+                frame = frame.f_back
+                continue
+            code_id = id(code)
+            if code_id not in codes:
+                codes[code_id] = code
+            key.append(code_id)
+            key.append(frame.f_lasti)
+            left -= 1
+            if not left:
+                break
+            frame = frame.f_back
+        key_tuple = tuple(key)
+        stack = interned.get(key_tuple)
+        if stack is None:
+            stack = interned[key_tuple] = recorder._format(skip + 1)
+        return stack
+
+    return capture
 
 
 def is_internal(filename: str) -> bool:

@@ -6,6 +6,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from engine import hooks, memory
@@ -86,7 +87,9 @@ class MemoryTracker:
         self.host_every_steps = host_every_steps
         self.snapshots: list[str] = []  # paths written, oldest first
         self._stacks = stacks
-        self._recorder = StackRecorder(stack_depth).capture if stacks else None
+        # NOTE: the allocator calls it from register(), whose caller is always engine code: start one frame above
+        # that (skip=3), so that frame is never materialized (a Python frame object is made for each frame visited)
+        self._recorder = partial(StackRecorder(stack_depth).capture, 3) if stacks else None
         # alloc/free records appended by the allocator (stacks on); snapshot.history_records reads them
         self._history: deque[tuple] = deque(maxlen=history)
         self._origin_ns = time.perf_counter_ns()
@@ -138,18 +141,24 @@ class MemoryTracker:
             scalars[allocated_tag] = scalars[reserved_tag] = float(allocated)
             scalars[peak_tag] = float(peak)
             scalars[live_tag] = float(memory.live_tensors(device))
-            tags = tally.category_tags
-            for category in now:
-                scalars[tags.get(category) or tally.category_tag(category)] = float(at_peak.get(category, 0))
+            category_tags = tally.category_tags
+            if len(category_tags) != len(now):  # a category seen for the first time (categories are never dropped)
+                for category in now:
+                    tally.category_tag(category)
+            for category, tag in category_tags.items():
+                scalars[tag] = float(at_peak.get(category, 0))
             if tally.window is not None:
                 found = tally.window.observe(step, allocated)
                 if found is not None:
                     self._report_leak(device, tally, found, step)
             if self.peak_snapshots:
-                self._take_peak(device, tally, step)
-                if tally.pending_peak is not None:
-                    self._write_peak(device, tally)
-                self._arm_peak(device, tally)
+                if tally.armed is not None:  # a capture was asked for (or may have been taken: False)
+                    self._take_peak(device, tally, step)
+                    if tally.pending_peak is not None:
+                        self._write_peak(device, tally)
+                if tally.armed is False or (tally.armed is None and
+                                            time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
+                    self._arm_peak(device, tally)
         if self._host is not None and step % self.host_every_steps == 0:
             rss, found = self._host.observe(step)
             scalars["mem/host/rss_bytes"] = float(rss)
