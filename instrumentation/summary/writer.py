@@ -26,6 +26,9 @@ def default_log_dir(comment: str = "") -> str:
                         + comment)
 
 
+_STR_ONLY, _FLOAT_ONLY = {str}, {float}
+
+
 def _histogram_record(tag: str, values: np.ndarray, bins: Bins, max_bins: int | None, step: int,
                       wall_time: float) -> bytes:
     return histogram_event(tag, histogram_from_values(values, bins, max_bins, may_reorder=True), step, wall_time)
@@ -74,15 +77,16 @@ class SummaryWriter:
                         walltime: float | None = None) -> None:
         """Many scalars of one step: the same events as one `add_scalar` per key (in the dict's order, one
         wall time), queued as one item, so a training loop logging dozens of values per step pays for one."""
-        if not isinstance(tag_scalar_dict, Mapping):
+        if tag_scalar_dict.__class__ is not dict and not isinstance(tag_scalar_dict, Mapping):
             raise ValueError(f"add_scalar_dict: expected a dict of tag -> scalar, got {type(tag_scalar_dict).__name__}")
         tags = list(tag_scalar_dict)
         values = list(tag_scalar_dict.values())
-        for index, (tag, value) in enumerate(zip(tags, values)):
-            if tag.__class__ is not str:
-                check_tag(tag)
-            if value.__class__ is not float:
-                values[index] = to_float(tag, value)
+        if {*map(type, tags)} != _STR_ONLY or {*map(type, values)} != _FLOAT_ONLY:  # NOTE: ~3x a Python loop
+            for index, (tag, value) in enumerate(zip(tags, values)):
+                if tag.__class__ is not str:
+                    check_tag(tag)
+                if value.__class__ is not float:
+                    values[index] = to_float(tag, value)
         if not tags:
             return
         step = global_step if global_step.__class__ is int else to_step(global_step)
