@@ -2,8 +2,10 @@
 
 `python bench/memory_overhead.py [--repeats 9] [--steps 300]`. The configurations run interleaved, repeat after
 repeat, in one process; each figure is the median over repeats of (mean step time with it) / (mean step time
-without anything, measured in the same repeat); a mean includes the writer thread's work for those steps. Targets: tracker without stacks <= 1.05x, with stacks <= 1.25x,
-sampler at 0.1 s <= 1.02x. The tracemalloc row (host attribution) is informational: it is opt-in because it is costly.
+without anything, measured in the same repeat); a mean includes the writer thread's work for those steps. The
+sampler rows are timed over ``--sampler-window-s`` (2 s: twenty 0.1 s samples), each against an "off" timed as long
+in the same repeat: a window shorter than the interval would see no sample at all. Targets: tracker without stacks
+<= 1.05x, with stacks <= 1.25x, sampler at 0.1 s <= 1.02x. The tracemalloc row (host attribution) is informational: it is opt-in because it is costly.
 """
 from __future__ import annotations
 
@@ -64,6 +66,9 @@ class _EmptyObserver:
         pass
 
 
+LONG = ("off, sampler window", "sampler 1 s", "sampler 0.1 s")  # timed over --sampler-window-s, against the first
+
+
 def configurations(writer: SummaryWriter) -> dict[str, Callable[[ExitStack], None]]:
     return {
         "off": lambda stack: None,
@@ -71,6 +76,7 @@ def configurations(writer: SummaryWriter) -> dict[str, Callable[[ExitStack], Non
         "tracker, stacks off": lambda stack: stack.callback(MemoryTracker(writer, stacks=False).close),
         "tracker, stacks on": lambda stack: stack.callback(MemoryTracker(writer, stacks=True).close),
         "tracker + tracemalloc": lambda stack: stack.callback(MemoryTracker(writer, host_attribution=True).close),
+        "off, sampler window": lambda stack: None,
         "sampler 1 s": lambda stack: stack.callback(SystemSampler(writer, interval=1.0, gpus=False).close),
         "sampler 0.1 s": lambda stack: stack.callback(SystemSampler(writer, interval=0.1, gpus=False).close),
     }
@@ -92,6 +98,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--sampler-window-s", type=float, default=2.0,
+                        help="timed window of the sampler rows: several sampling intervals, not a fraction of one")
     parser.add_argument("--workload", default="", help="run only the workloads whose name contains this text")
     args = parser.parse_args()
     load = os.getloadavg()[0]
@@ -104,6 +112,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as logdir, SummaryWriter(logdir) as writer:
             configs = configurations(writer)
             times: dict[str, list[float]] = {name: [] for name in configs}
+            for _ in range(WARM_STEPS):
+                step()
+            long_steps = min(max(args.steps, round(args.sampler_window_s * 1e3 / mean_step_ms(step, 100, writer))),
+                             20 * args.steps)
             for _ in range(args.repeats):
                 for name, attach in configs.items():
                     hooks.reset_step(0)
@@ -111,13 +123,17 @@ def main() -> None:
                         attach(stack)
                         for _ in range(WARM_STEPS):
                             step()
-                        times[name].append(mean_step_ms(step, args.steps, writer))
-        print(f"{workload}, Adam: mean step time over {args.steps} steps (incl. the writer's work for them), median "
-              f"of {args.repeats} interleaved repeats")
-        print(f"{'configuration':28s} {'step ms':>9s} {'ratio':>7s}")
+                        times[name].append(mean_step_ms(step, long_steps if name in LONG else args.steps, writer))
+        print(f"{workload}, Adam: mean step time over {args.steps} steps ({long_steps} steps, about "
+              f"{args.sampler_window_s:g} s, for the sampler rows and their own 'off') incl. the writer's work for them; "
+              f"median of {args.repeats} interleaved repeats of the ratio to 'off' in the same repeat")
+        print(f"{'configuration':28s} {'step ms':>9s} {'ratio':>7s}  ratio p25-p75")
         for name, values in times.items():
-            ratios = [v / off for v, off in zip(values, times["off"])]
-            print(f"{name:28s} {statistics.median(values):9.3f} {statistics.median(ratios):6.3f}x")
+            reference = times[LONG[0] if name in LONG else "off"]
+            ratios = sorted(v / off for v, off in zip(values, reference))
+            quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+            print(f"{name:28s} {statistics.median(values):9.3f} {statistics.median(ratios):6.3f}x  "
+                  f"{quartiles[0]:.3f}-{quartiles[2]:.3f}x")
         print()
 
 if __name__ == "__main__":
