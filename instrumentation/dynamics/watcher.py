@@ -8,11 +8,12 @@ from engine import hooks
 from instrumentation.dynamics.activations import activation_stats, activation_tags, watched_layers
 from instrumentation.dynamics.detectors import DynamicsRules
 from instrumentation.dynamics.guard import FailureReporter
-from instrumentation.dynamics.numerics import NumericsObserver
+from instrumentation.dynamics.numerics import LOG_SPAN, NumericsObserver
 from instrumentation.dynamics.parameters import ParameterTracker
 from instrumentation.dynamics.step_scalars import StepScalars
 from instrumentation.dynamics.thresholds import DynamicsThresholds
 from instrumentation.format.alerts import Alert, AlertWriter
+from instrumentation.profiler.spans import log_end, log_start
 
 LOSS_TAG, LEARNING_RATE_TAG = "train/loss", "train/learning_rate"
 
@@ -89,7 +90,9 @@ class Watch:
         """Log the training loss; ``step`` defaults to the step in progress, or the one that just ended."""
         if step is None:
             step = self._open_step if self._open_step is not None else (self._last_step or 0)
+        start = log_start()
         self._guard.call("log_loss", self._log_loss, float(value), int(step))
+        log_end(LOG_SPAN, start)
 
     def _log_loss(self, value: float, step: int) -> None:
         self.writer.add_scalar(LOSS_TAG, value, step)
@@ -109,6 +112,11 @@ class Watch:
         self._data_wait_ns += event.wait_ns
 
     def step_end(self, event: hooks.StepEvent) -> None:
+        start = log_start()
+        self._step_end(event)
+        log_end(LOG_SPAN, start)
+
+    def _step_end(self, event: hooks.StepEvent) -> None:
         self._open_step, self._last_step = None, event.step
         if event.step % self.every:
             return
@@ -121,6 +129,16 @@ class Watch:
         self._scalars.flush()
 
     def optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
+        start = log_start()
+        self._optimizer_step_begin(event)
+        log_end(LOG_SPAN, start)
+
+    def optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
+        start = log_start()
+        self._optimizer_step_end(event)
+        log_end(LOG_SPAN, start)
+
+    def _optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
         if self.optimizer is not None and event.optimizer is not self.optimizer:
             return
         step = event.step
@@ -139,7 +157,7 @@ class Watch:
                 if param.grad is not None:
                     self.writer.add_histogram(f"grad/{name}", param.grad.numpy(), step)
 
-    def optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
+    def _optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
         if self.optimizer is not None and event.optimizer is not self.optimizer:
             return
         stats = None
@@ -167,7 +185,9 @@ class Watch:
 
         def hook(module: Any, inputs: tuple, output: Any) -> None:
             if module.training and is_grad_enabled() and current_step() % self.every == 0:
+                start = log_start()
                 call(place, layer_stats, path, kind, tags, output)
+                log_end(LOG_SPAN, start)
         return hook
 
     def _layer_stats(self, path: str, kind: str, tags: tuple[str, str, str], output: Any) -> None:

@@ -19,7 +19,9 @@ from instrumentation.memory.oom import oom_alert, requested_of
 from instrumentation.memory.snapshot import build_snapshot, parameter_names
 from instrumentation.memory.stacks import StackRecorder
 from instrumentation.memory.trend import Trend, trend
+from instrumentation.profiler.spans import log_end, log_start
 
+LOG_SPAN = "memory tracker"  # its step-end work in a profiler's trace (category "log")
 CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
 LEAK_GROUPS_IN_ALERT = 5
 
@@ -122,6 +124,11 @@ class MemoryTracker:
         self._flush()
 
     def step_end(self, event: hooks.StepEvent) -> None:
+        start = log_start()
+        self._step_end(event)
+        log_end(LOG_SPAN, start)
+
+    def _step_end(self, event: hooks.StepEvent) -> None:
         step, scalars = event.step, self._scalars
         if self._group_history is not None:
             self._group_history.append((step, memory.live_set()))

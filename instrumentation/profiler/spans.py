@@ -20,6 +20,20 @@ def remove_sink(recorder: Any) -> None:
     _sinks[:] = [s for s in _sinks if s is not recorder]
 
 
+def log_start() -> int:
+    """The start of instrumentation work to record as a ``log`` span: ``perf_counter_ns()`` while a profiler
+    records, 0 otherwise (one list check). Pair it with ``log_end``."""
+    return time.perf_counter_ns() if _sinks else 0
+
+
+def log_end(name: str, start_ns: int) -> None:
+    """Record the ``log`` span ``name`` begun at ``start_ns`` (``log_start``); nothing when that was 0."""
+    if start_ns and _sinks:
+        end_ns = time.perf_counter_ns()
+        for recorder in _sinks:
+            recorder.add_span(CAT_LOG, name, start_ns, end_ns)
+
+
 class span:
     """Time a block or a function as a named span in the trace (category ``user``; ``log`` marks time spent
     in instrumentation). Costs one list check when nothing is profiling."""

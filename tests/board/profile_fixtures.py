@@ -1,6 +1,7 @@
 """Log directories holding profile captures: a profiled engine run and a torch.profiler export."""
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import engine
@@ -10,15 +11,19 @@ from engine.nn import functional as F
 from instrumentation import SummaryWriter
 
 
-def profiled_engine_run(run_dir: Path, steps: int = 6) -> str:
-    """A digits MLP run with event files and one capture of ``steps`` steps; returns the trace path."""
+def profiled_engine_run(run_dir: Path, steps: int = 6, watched: bool = False) -> str:
+    """A digits MLP run with event files and one capture of ``steps`` steps; returns the trace path. ``watched``:
+    under ``watch(check_numerics=True)`` with a stacks-on memory tracker, started before the profile."""
     engine.manual_seed(0)
     engine.hooks.reset_step()
     (x, y), _ = engine.datasets.load_digits(0)
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
     optimizer = engine.optim.SGD(model.parameters(), lr=0.1)
     dataset = engine.data.Dataset.from_tensor_slices((x, y)).batch(32)
-    with SummaryWriter(run_dir) as writer, instrumentation.profile(run_dir) as prof:
+    with SummaryWriter(run_dir) as writer, ExitStack() as watching:
+        if watched:
+            watching.enter_context(instrumentation.watch(model, writer, check_numerics=True, memory_stacks=True))
+        prof = watching.enter_context(instrumentation.profile(run_dir))
         for step, (xb, yb) in enumerate(dataset):
             optimizer.zero_grad()
             loss = F.cross_entropy(model(engine.tensor(xb)), engine.tensor(yb))

@@ -29,6 +29,31 @@ def test_captures_are_found_per_run_and_breakdown_sums_to_step_time(tmp_path: Pa
     assert breakdown.parts_ms["forward"][2] == pytest.approx(forward_ops)
 
 
+def test_instrumentation_work_is_the_log_part_and_not_counted_twice(tmp_path: Path) -> None:
+    profiled_engine_run(tmp_path / "logs" / "watched", watched=True)
+    columns = TraceCache().load(next(iter(find_captures(tmp_path / "logs").values())))
+    breakdown = step_breakdown(columns)
+    assert breakdown.steps.tolist() == [0, 1, 2, 3, 4, 5]
+    assert np.all(breakdown.parts_ms["log"] > 0)  # watch's hooks, its numerics check and the memory tracker
+    total = np.sum([breakdown.parts_ms[p] for p in BREAKDOWN_PARTS], axis=0)
+    assert np.allclose(total, breakdown.step_ms)  # nothing counted twice: "other" is not clipped to zero
+    spans = columns.spans
+    log_rows = spans.of(fmt.CAT_LOG)
+    assert {spans.name[i] for i in log_rows} >= {"watch"}
+    for position, step in enumerate(breakdown.steps):  # independently: the log spans inside each step span
+        step_row = next(i for i in spans.of(fmt.CAT_STEP) if spans.step[i] == step)
+        start, end = spans.ts_us[step_row], spans.ts_us[step_row] + spans.dur_us[step_row]
+        inside = [i for i in log_rows if start <= spans.ts_us[i] and spans.ts_us[i] + spans.dur_us[i] <= end]
+        assert breakdown.parts_ms["log"][position] == pytest.approx(sum(spans.dur_us[i] for i in inside) / 1e3)
+        optimizer_rows = [i for i in spans.of(fmt.CAT_OPTIMIZER) if spans.step[i] == step]
+        nested = sum(spans.dur_us[i] for i in inside for o in optimizer_rows
+                     if spans.ts_us[o] <= spans.ts_us[i] and spans.ts_us[i] + spans.dur_us[i]
+                     <= spans.ts_us[o] + spans.dur_us[o])
+        assert nested > 0  # watch's optimizer_step_begin runs inside the optimizer span
+        assert breakdown.parts_ms["optimizer"][position] == pytest.approx(
+            (sum(spans.dur_us[o] for o in optimizer_rows) - nested) / 1e3)
+
+
 def test_timeline_lanes_nest_ops_under_modules(tmp_path: Path) -> None:
     columns = columns_from_trace(fmt.read_trace(profiled_engine_run(tmp_path / "run")))
     timeline = step_timeline(columns, 3)
