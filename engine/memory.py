@@ -206,7 +206,7 @@ def _leave_peak(state: _DeviceState) -> None:
 
 _new_tuple = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__ (~2x)
 _MemoryEvent = _hooks.MemoryEvent
-_dtype_names: dict = getattr(_hooks, "_dtype_names", {})  # hooks.dtype_name's memo (empty: that is called)
+_dtype_names = _hooks._dtype_names  # hooks.dtype_name's memo
 _perf_counter_ns = time.perf_counter_ns
 
 

@@ -9,6 +9,9 @@ from instrumentation.format.trace import CAT_LOG, CAT_USER
 
 # Recorders currently recording (profile() adds and removes its own); spans go to each of them.
 _sinks: list[Any] = []
+# The same list, for hot paths that test it themselves instead of calling log_start (truthy while any records; it is
+# changed in place, never replaced).
+recording = _sinks
 
 
 def add_sink(recorder: Any) -> None:
