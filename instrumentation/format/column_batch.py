@@ -45,7 +45,7 @@ class ScalarBatchBuilder:
         decoder.decode_into(records, self._columnar, self._single)
 
     def _columnar(self, columns: Columns) -> None:
-        tags, steps, wall_times, values = columns
+        tags, steps, wall_times, values, _ = columns
         self.tags += tags
         self._steps += steps
         self._wall_times += wall_times

@@ -28,28 +28,55 @@ _SummaryColumns = _CLASSES["SummaryColumns"].FromString
 _ValueColumns = _CLASSES["ValueColumns"].FromString
 
 
-def scalar_columns(records: list[bytes]) -> tuple[list[str], list[int], list[float], list[float]] | None:
-    """(tags, steps, wall_times, values) if every record is an Event holding exactly one `simple_value` with a
-    non-zero step and wall time; None otherwise (then decode the records one by one)."""
+Columns = tuple[list[str], list[int], list[float], list[float], "np.ndarray | None"]
+
+
+def scalar_columns(records: list[bytes]) -> Columns | None:
+    """(tags, steps, wall_times, values, values_per_event), a row per value, if every record is an Event holding only
+    `simple_value`s (one, or several as TF1 merged summaries and `add_scalar_dict` write them) with a non-zero step
+    and wall time; `values_per_event` is None when each holds one. None otherwise (then decode the records one by
+    one)."""
     try:
         return _scalar_columns(records)
     except DecodeError:  # some record is not a valid Event: the caller finds which one by one
         return None
 
 
-def _scalar_columns(records: list[bytes]) -> tuple[list[str], list[int], list[float], list[float]] | None:
+def _scalar_columns(records: list[bytes]) -> Columns | None:
     count = len(records)
     events: Any = _EventColumns(b"".join(records))
     summaries = events.summary
     if not (len(events.step) == len(events.wall_time) == len(summaries) == count and all(summaries)):
         return None
     value_payloads = _SummaryColumns(b"".join(summaries)).value
-    if len(value_payloads) != count:
-        return None
     values: Any = _ValueColumns(b"".join(value_payloads))
-    if not (len(values.tag) == len(values.simple_value) == count):
+    total = len(value_payloads)
+    if not (len(values.tag) == len(values.simple_value) == total >= count):
         return None
-    return list(values.tag), list(events.step), list(events.wall_time), list(values.simple_value)
+    steps, wall_times, per_event = list(events.step), list(events.wall_time), None
+    if total > count:  # several values per event: spread each event's step and wall time over its values
+        per_event = _values_per_summary(summaries, value_payloads)
+        if per_event is None:
+            return None
+        steps = np.repeat(np.asarray(steps, np.int64), per_event).tolist()
+        wall_times = np.repeat(np.asarray(wall_times, np.float64), per_event).tolist()
+    return list(values.tag), steps, wall_times, list(values.simple_value), per_event
+
+
+def _values_per_summary(summaries: list[bytes], value_payloads: list[bytes]) -> np.ndarray | None:
+    """How many of the (concatenated) values each summary holds, from their encoded sizes; None if the summaries
+    hold anything but values (their sizes then do not add up)."""
+    payload_bytes = np.fromiter(map(len, value_payloads), np.int64, len(value_payloads))
+    encoded = 1 + payload_bytes + 1 + (payload_bytes[:, None] >= _VARINT_BOUNDS[None, :]).sum(axis=1)  # key, size, data
+    value_ends = np.cumsum(encoded)
+    summary_ends = np.cumsum(np.fromiter(map(len, summaries), np.int64, len(summaries)))
+    last_values = np.searchsorted(value_ends, summary_ends)
+    if last_values[-1] >= len(value_ends) or not np.array_equal(value_ends[last_values], summary_ends):
+        return None
+    return np.diff(last_values, prepend=-1)
+
+
+_VARINT_BOUNDS = np.array([1 << (7 * k) for k in range(1, 9)], dtype=np.int64)  # lengths: < 2**63
 
 
 # Leading/trailing bytes of a plain scalar Event as every protobuf serializer writes it (fields in number order):

@@ -9,7 +9,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from instrumentation.format import metadata, protos
-from instrumentation.format.columns import plain_scalar_mask, runs_of, scalar_columns
+from instrumentation.format.columns import Columns, plain_scalar_mask, runs_of, scalar_columns
 from instrumentation.format.histogram import buckets_from_histo, buckets_from_tensor, moments_from_buckets
 from instrumentation.format.tensors import tensor_to_numpy
 from instrumentation.format.values import Event, HistogramValue, PluginValue, ScalarValue, SummaryValue, TextValue
@@ -121,12 +121,23 @@ def _scalar_event(tag: str, step: int, wall_time: float, value: float, new: Any 
     return event
 
 
+def _scalar_events(columns: Columns) -> list[Event]:
+    """The Events of columnar scalars: one per record, holding that record's values."""
+    tags, steps, wall_times, values, per_event = columns
+    if per_event is None:
+        return list(map(_scalar_event, tags, steps, wall_times, values))
+    events, start = [], 0
+    for count in per_event.tolist():
+        stop = start + count
+        events.append(_event(steps[start], wall_times[start], tuple(map(_scalar, tags[start:stop], steps[start:stop],
+                                                                           wall_times[start:stop], values[start:stop]))))
+        start = stop
+    return events
+
+
 _BATCH_RECORDS = 4096
 _MIN_COLUMN_RECORDS = 16
 _MIN_SEGMENT_RECORDS = 4  # a shorter run of plain scalars inside a mixed batch is decoded one by one
-
-Columns = tuple[list[str], list[int], list[float], list[float]]
-
 
 class RecordDecoder:
     """Decodes record payloads into Events in file order; `failures` counts payloads that are not Events."""
@@ -137,13 +148,13 @@ class RecordDecoder:
     def decode(self, records: list[bytes]) -> list[Event]:
         events: list[Event] = []
         extend = events.extend
-        self.decode_into(records, lambda columns: extend(map(_scalar_event, *columns)), events.append)
+        self.decode_into(records, lambda columns: extend(_scalar_events(columns)), events.append)
         return events
 
     def decode_into(self, records: list[bytes], columnar: Callable[[Columns], object],
                     single: Callable[[Event], object]) -> None:
         """Hands every record over in file order: runs of plain scalar records as columns to `columnar`
-        ((tags, steps, wall_times, values) lists), every other record as a decoded Event to `single`.
+        ((tags, steps, wall_times, values) lists, a row per value, and the values per record or None when one each), every other record as a decoded Event to `single`.
 
         A batch of `_BATCH_RECORDS` is first parsed columnar whole; if that fails (histograms, text, step 0
         or the file_version record among the scalars) it is split at the records that are not plain scalars

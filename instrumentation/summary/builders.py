@@ -41,16 +41,10 @@ class ScalarEventBuilder:
         summary_value.simple_value = value
         return event.SerializeToString()
 
-    def many(self, tags: list[str], values: list[float], step: int, wall_time: float) -> list[bytes]:
-        """One serialized event per (tag, value), all at `step` and `wall_time` (what `__call__` gives one by one)."""
-        templates, records = self._templates, []
-        for tag, value in zip(tags, values):
-            event, summary_value = templates.get(tag) or self._template(tag)
-            event.wall_time = wall_time
-            event.step = step
-            summary_value.simple_value = value
-            records.append(event.SerializeToString())
-        return records
+    def many(self, tags: list[str], values: list[float], step: int, wall_time: float) -> bytes:
+        """One serialized Event holding a ``simple_value`` per (tag, value), in order (a TF1 merged summary)."""
+        return Event(wall_time=wall_time, step=step, summary=Summary(
+            value=[Summary.Value(tag=tag, simple_value=value) for tag, value in zip(tags, values)])).SerializeToString()
 
 
 def _summary_event(summary_value: Any, step: int, wall_time: float) -> bytes:

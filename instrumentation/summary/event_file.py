@@ -236,9 +236,10 @@ def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
     return ScalarRecordEncoder.one(tag, value, step, wall_time)
 
 
-def scalar_events(tags: list[str], values: list[float], step: int, wall_time: float) -> list[bytes]:
-    """Queue marker of one step's scalars (aligned ``tags`` and ``values``), like ``scalar_event``."""
-    return [ScalarRecordEncoder.one(tag, value, step, wall_time) for tag, value in zip(tags, values)]
+def scalar_events(tags: list[str], values: list[float], step: int, wall_time: float) -> bytes:
+    """Queue marker of one step's scalars (aligned ``tags`` and ``values``: one Event holding them all), like
+    ``scalar_event``."""
+    return ScalarRecordEncoder.many(tags, values, step, wall_time)
 
 
 class _Pending:

@@ -1,10 +1,11 @@
 """SummaryWriter: torch.utils.tensorboard's API; validates and enqueues on the calling thread, writes elsewhere."""
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ from instrumentation.summary.event_file import AsyncEventWriter, scalar_event, s
 from instrumentation.summary.inputs import check_tag, histogram_values, to_float, to_numpy, to_step
 
 DEFAULT_LOG_ROOT = "logs"
+logger = logging.getLogger("instrumentation.summary")
 _now = time.time
 
 
@@ -50,6 +52,9 @@ class SummaryWriter:
                                        filename_suffix=filename_suffix)
         self._enqueue = self._async.enqueue
         self._queue_append, self._queue, self._max_queue = self._async.queue.append, self._async.queue, self._async.max_queue
+        self._checked_tags: tuple[str, ...] | None = None  # the last tuple add_scalar_list checked
+        self._flush_callbacks: list[Callable[[], None]] = []
+        self._failed_callbacks: list[Callable[[], None]] = []
         if purge_step is not None:
             self._enqueue(None, session_start_event, time.time(), to_step(purge_step))
         self._async.open_run()
@@ -75,8 +80,9 @@ class SummaryWriter:
 
     def add_scalar_dict(self, tag_scalar_dict: Mapping[str, Any], global_step: int | None = None,
                         walltime: float | None = None) -> None:
-        """Many scalars of one step: the same events as one `add_scalar` per key (in the dict's order, one
-        wall time), queued as one item, so a training loop logging dozens of values per step pays for one."""
+        """Many scalars of one step as one event holding a value per key (in the dict's order, one wall time): every
+        reader sees the points one `add_scalar` per key gives; queued as one item and written as one record, so a
+        training loop logging dozens of values per step pays for one."""
         if tag_scalar_dict.__class__ is not dict and not isinstance(tag_scalar_dict, Mapping):
             raise ValueError(f"add_scalar_dict: expected a dict of tag -> scalar, got {type(tag_scalar_dict).__name__}")
         tags = list(tag_scalar_dict)
@@ -92,6 +98,28 @@ class SummaryWriter:
         step = global_step if global_step.__class__ is int else to_step(global_step)
         wall_time = _now() if walltime is None else walltime
         self._queue_append((None, scalar_events, (tags, values, step, wall_time)))
+        if len(self._queue) >= self._max_queue:
+            self._async.on_full()
+
+    def add_scalar_list(self, tags: tuple[str, ...], values: Sequence[Any], global_step: int | None = None,
+                        walltime: float | None = None) -> None:
+        """``add_scalar_dict`` for a caller that logs the same tags every step: ``tags`` is a tuple (checked once
+        while the same tuple object is passed again), ``values`` are aligned with it (copied)."""
+        if tags is not self._checked_tags:
+            if tags.__class__ is not tuple:
+                raise ValueError(f"add_scalar_list: tags must be a tuple of str, got {type(tags).__name__}")
+            for tag in tags:
+                check_tag(tag)
+            self._checked_tags = tags
+        values = [*values]
+        if len(values) != len(tags):
+            raise ValueError(f"add_scalar_list: {len(values)} values for {len(tags)} tags")
+        if {*map(type, values)} != _FLOAT_ONLY:
+            values = [value if value.__class__ is float else to_float(tag, value) for tag, value in zip(tags, values)]
+        if not tags:
+            return
+        step = global_step if global_step.__class__ is int else to_step(global_step)
+        self._queue_append((None, scalar_events, (tags, values, step, _now() if walltime is None else walltime)))
         if len(self._queue) >= self._max_queue:
             self._async.on_full()
 
@@ -158,12 +186,32 @@ class SummaryWriter:
         for tag, value in metrics.items():
             self._enqueue(run_dir, scalar_event, tag, value, step, wall_time)
 
+    def add_flush_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` at the start of each ``flush()`` and ``close()`` (on the calling thread): a source that
+        hands its scalars over in batches (the memory tracker) hands over what it holds, so a flush has everything
+        logged so far. An exception in it is logged once and the flush goes on."""
+        self._flush_callbacks.append(callback)
+
+    def remove_flush_callback(self, callback: Callable[[], None]) -> None:
+        self._flush_callbacks[:] = [c for c in self._flush_callbacks if c != callback]  # NOTE: == (bound methods)
+
     def flush(self) -> None:
         """Blocks until every event added so far is in the file (readable even if the process is killed)."""
+        self._run_flush_callbacks()
         self._async.flush()
+
+    def _run_flush_callbacks(self) -> None:
+        for callback in list(self._flush_callbacks):
+            try:
+                callback()
+            except Exception as error:  # noqa: BLE001 - a flush must not fail because of a source
+                if callback not in self._failed_callbacks:
+                    self._failed_callbacks.append(callback)
+                    logger.warning("SummaryWriter(%s): flush callback %r failed: %r", self.log_dir, callback, error)
 
     def close(self) -> None:
         """Flushes and closes the files; logs how many events were dropped, if any."""
+        self._run_flush_callbacks()
         self._async.close()
 
     def __enter__(self) -> SummaryWriter:

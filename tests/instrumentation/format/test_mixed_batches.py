@@ -18,11 +18,18 @@ def _scalar(tag: str, value: float) -> summary_pb2.Summary:
 
 
 def _write_mixed_log(write, steps: int = 2500, seed: int = 0) -> None:
-    """Per step: 8 plain scalars, and every few steps histograms, a text, a TF2 tensor scalar, a 2-value event."""
+    """Per step: 8 plain scalars, an event of 1 to 5 scalars (add_scalar_dict's form), and every few steps histograms,
+    a text, a TF2 tensor scalar, a 2-value event, an event holding a scalar and a histogram."""
     rng = np.random.default_rng(seed)
     for step in range(steps):
         for t in range(8):
             write(event_pb2.Event(step=step, wall_time=1e9 + step, summary=_scalar(f"m{t}", float(rng.normal()))))
+        write(event_pb2.Event(step=step, wall_time=1e9 + step + 0.5, summary=summary_pb2.Summary(value=[
+            summary_pb2.Summary.Value(tag=f"d{k}", simple_value=float(rng.normal())) for k in range(1 + step % 5)])))
+        if step % 110 == 4:
+            mixed = histogram_pb("hm", rng.normal(size=10))
+            mixed.value.insert(0, summary_pb2.Summary.Value(tag="sm", simple_value=float(step)))
+            write(event_pb2.Event(step=step, wall_time=1e9 + step, summary=mixed))
         if step % 3 == 0:
             for h in range(2):
                 write(event_pb2.Event(step=step, wall_time=1e9 + step, summary=histogram_pb(f"h{h}", rng.normal(size=40))))

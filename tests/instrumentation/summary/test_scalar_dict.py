@@ -1,4 +1,5 @@
-"""add_scalar_dict: the same events as add_scalar per key, read back by our reader and by TensorBoard."""
+"""add_scalar_dict: one Event per call holding every value, read back by our reader and by TensorBoard as add_scalar
+per key reads."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from instrumentation import SummaryWriter
 from instrumentation.format.records import iter_records
+from instrumentation.summary.builders import ScalarEventBuilder
 from event_helpers import event_files, read_run
 
 
@@ -17,21 +19,48 @@ def _records(run_dir) -> list[bytes]:
     return list(iter_records(event_files(run_dir)[0]))[1:]
 
 
-def test_add_scalar_dict_writes_exactly_what_add_scalar_writes(tmp_path):
+def test_add_scalar_dict_writes_one_event_that_reads_as_add_scalar_per_key(tmp_path):
     values = {"grad_norm/0.weight": 0.5, "act/1/dead_fraction": np.float32(0.25), "perf/n": 3, "odd": math.nan}
     with SummaryWriter(tmp_path / "dict") as writer:
-        for step in range(3):
+        for step in range(1, 4):
             writer.add_scalar_dict(values, step, walltime=100.0 + step)
     with SummaryWriter(tmp_path / "single") as writer:
-        for step in range(3):
+        for step in range(1, 4):
             for tag, value in values.items():
                 writer.add_scalar(tag, value, step, walltime=100.0 + step)
-    assert _records(tmp_path / "dict") == _records(tmp_path / "single")
-    events = read_run(tmp_path / "dict")
-    assert [(e.step, v.tag) for e in events for v in e.values] == [(s, t) for s in range(3) for t in values]
-    accumulator = EventAccumulator(str(tmp_path / "dict"), size_guidance={"scalars": 0})
-    accumulator.Reload()
-    assert [(s.step, s.value) for s in accumulator.Scalars("act/1/dead_fraction")] == [(s, 0.25) for s in range(3)]
+    records = _records(tmp_path / "dict")
+    assert records == [ScalarEventBuilder().many(list(values), [float(v) for v in values.values()], step, 100.0 + step)
+                       for step in range(1, 4)]
+    assert len(_records(tmp_path / "single")) == 3 * len(values)
+    dict_events, single_events = read_run(tmp_path / "dict"), read_run(tmp_path / "single")
+    assert [len(e.values) for e in dict_events if e.values] == [len(values)] * 3
+    as_points = lambda events: [(v.tag, v.step, v.wall_time, v.value) for e in events for v in e.values]  # noqa: E731
+    assert repr(as_points(dict_events)) == repr(as_points(single_events))  # repr: NaN == NaN
+    for run in ("dict", "single"):
+        accumulator = EventAccumulator(str(tmp_path / run), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        assert [(s.step, s.value) for s in accumulator.Scalars("act/1/dead_fraction")] == [(s, 0.25) for s in range(1, 4)]
+        assert sorted(accumulator.Tags()["scalars"]) == sorted(values)
+
+
+def test_many_add_scalar_dict_events_read_columnar_like_add_scalar(tmp_path):
+    """Long runs take the reader's columnar path: multi-value events spread into a row per value."""
+    from instrumentation.format.reader import EventFileReader
+    rng = np.random.default_rng(0)
+    tags = [f"t{i}" for i in range(7)]
+    with SummaryWriter(tmp_path / "dict") as writer, SummaryWriter(tmp_path / "single") as single:
+        for step in range(1, 2001):
+            row = dict(zip(tags, rng.normal(size=len(tags)).tolist()))
+            writer.add_scalar_dict(row, step, walltime=1e9 + step)
+            for tag, value in row.items():
+                single.add_scalar(tag, value, step, walltime=1e9 + step)
+    batches = [EventFileReader(event_files(tmp_path / run)[0]).read_columns() for run in ("dict", "single")]
+    assert len(batches[0]) == len(batches[1]) == 2000 * len(tags)
+    assert batches[0].tags == batches[1].tags
+    for name in ("steps", "wall_times", "values"):
+        np.testing.assert_array_equal(getattr(batches[0], name), getattr(batches[1], name))
+    events = EventFileReader(event_files(tmp_path / "dict")[0]).read()
+    assert [len(e.values) for e in events if e.values] == [len(tags)] * 2000
 
 
 def test_add_scalar_dict_checks_on_the_calling_thread_naming_the_tag(tmp_path):
@@ -55,3 +84,53 @@ def test_caller_may_change_its_dict_after_the_call(tmp_path):
         values["a"] = 2.0
         values["b"] = 3.0
     assert [(v.tag, v.value) for e in read_run(tmp_path) for v in e.values] == [("a", 1.0)]
+
+
+def test_add_scalar_list_writes_what_add_scalar_dict_writes(tmp_path):
+    tags = ("mem/cpu/allocated_bytes", "mem/cpu/peak_bytes", "odd")
+    with SummaryWriter(tmp_path / "list") as writer:
+        for step in range(1, 4):
+            values = [float(step), 2.0 * step, np.float32(0.5)]
+            writer.add_scalar_list(tags, values, step, walltime=50.0 + step)
+            values[0] = -1.0  # the writer copied them
+    with SummaryWriter(tmp_path / "dict") as writer:
+        for step in range(1, 4):
+            writer.add_scalar_dict(dict(zip(tags, [float(step), 2.0 * step, 0.5])), step, walltime=50.0 + step)
+    assert _records(tmp_path / "list") == _records(tmp_path / "dict")
+
+
+def test_add_scalar_list_checks_naming_what_is_wrong(tmp_path):
+    with SummaryWriter(tmp_path) as writer:
+        with pytest.raises(ValueError, match="tuple of str"):
+            writer.add_scalar_list(["a"], [1.0], 0)
+        with pytest.raises(ValueError, match="2 values for 1 tags"):
+            writer.add_scalar_list(("a",), [1.0, 2.0], 0)
+        with pytest.raises(ValueError, match="tag must be a str"):
+            writer.add_scalar_list(("a", 3), [1.0, 2.0], 0)
+        with pytest.raises(ValueError, match="'b'"):
+            writer.add_scalar_list(("a", "b"), [1.0, "x"], 0)
+        writer.add_scalar_list(("a",), [1.0], 1)
+    assert [(v.tag, v.value) for e in read_run(tmp_path) for v in e.values] == [("a", 1.0)]
+
+
+def test_flush_callbacks_run_before_flush_and_close(tmp_path, caplog):
+    writer = SummaryWriter(tmp_path, flush_secs=60)
+    calls = []
+
+    def late_source():
+        calls.append("source")
+        writer.add_scalar("late", 1.0, len(calls))
+
+    def broken():
+        raise RuntimeError("boom")
+
+    writer.add_flush_callback(late_source)
+    writer.add_flush_callback(broken)
+    writer.flush()
+    assert [v.tag for e in read_run(tmp_path) for v in e.values] == ["late"]  # handed over before the flush
+    writer.flush()
+    writer.remove_flush_callback(broken)
+    writer.close()
+    assert calls == ["source"] * 3
+    assert caplog.text.count("boom") == 1
+    assert [v.step for e in read_run(tmp_path) for v in e.values] == [1, 2, 3]
