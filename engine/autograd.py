@@ -115,7 +115,10 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
                 continue
             if id(fn) in wanted_nodes:
                 _collect(results, wanted_nodes[id(fn)], grad)
-            in_grads = _call_backward(fn, grad) if observed else fn.backward(grad)
+            if _hooks.site_scope is not None and _defined_outside_engine(type(fn)):
+                in_grads = _backward_outside_site_scope(fn, grad, observed)
+            else:
+                in_grads = _call_backward(fn, grad) if observed else fn.backward(grad)
             for parent, parent_grad, needed in zip(fn.parents, in_grads, fn.needs_input_grad):
                 if parent_grad is None or not needed:
                     continue
@@ -132,6 +135,25 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
         pending.release_all()
         _hooks.set_phase(previous_phase)
     return results
+
+
+def _defined_outside_engine(cls: type) -> bool:
+    """A user-defined op: its backward is user code, whose allocations have sites of their own."""
+    outside = _outside_engine.get(cls)
+    if outside is None:
+        outside = _outside_engine[cls] = not (cls.__module__ == "engine" or cls.__module__.startswith("engine."))
+    return outside
+
+
+_outside_engine: dict[type, bool] = {}
+
+
+def _backward_outside_site_scope(fn: Function, grad: np.ndarray, observed: bool) -> tuple[Any, ...]:
+    scope, _hooks.site_scope = _hooks.site_scope, None
+    try:
+        return _call_backward(fn, grad) if observed else fn.backward(grad)
+    finally:
+        _hooks.site_scope = scope
 
 
 def _collect(results: dict[int, tuple[Tensor, np.ndarray]], tensor: Tensor, array: np.ndarray) -> None:
@@ -202,6 +224,14 @@ def backward(output: Tensor, grad: Any = None, retain_graph: bool = False) -> No
     if output._ctx is not None and output._ctx.freed:
         raise RuntimeError(_FREED_MESSAGE.format(op=output._ctx.name))
     seed = _seed(output, grad)
+    previous_scope = _memory.enter_site_scope()  # every allocation below is this call's: one stack walk
+    try:
+        _backward(output, seed, retain_graph)
+    finally:
+        _memory.exit_site_scope(previous_scope)
+
+
+def _backward(output: Tensor, seed: np.ndarray, retain_graph: bool) -> None:
     results = _run([output], [seed], retain_graph, None)
     # New .grad buffers are allocated before any existing .grad is added to, so that an OutOfMemoryError
     # leaves every .grad as it was (the ones created by this call are dropped again).

@@ -44,6 +44,10 @@ output_check: Any = None
 # unsubscribe, set_op_log and set_output_check).
 ops_observed: bool = False
 
+# The allocation site shared by every allocation of the engine call running now (``engine.memory.site_scope``):
+# while set, the allocator records it instead of asking its site recorder to walk the stack. None outside.
+site_scope: Any = None
+
 _observers: list[Any] = []
 _owners: dict[int, tuple[Any, str]] = {}  # id(subscribed method) -> (observer, hook point)
 _reported: set[tuple[int, str]] = set()
@@ -233,6 +237,9 @@ def dtype_name(dtype: Any) -> str:
 
 def emit(points: list, event: Any) -> None:
     """Call every subscribed method of a hook point (the lists hold the bound methods themselves: one call each)."""
+    if site_scope is not None:  # an observer is code of its own: what it allocates is not the engine call's
+        _emit_outside_site_scope(points, event)
+        return
     for hook in points:
         try:
             hook(event)
@@ -240,6 +247,15 @@ def emit(points: list, event: Any) -> None:
             raise
         except Exception as error:  # noqa: BLE001 - observing must never break training
             _report_failure(hook, error)
+
+
+def _emit_outside_site_scope(points: list, event: Any) -> None:
+    global site_scope
+    scope, site_scope = site_scope, None
+    try:
+        emit(points, event)
+    finally:
+        site_scope = scope
 
 
 # --- where the training thread is -------------------------------------------------------------------

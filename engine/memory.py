@@ -157,10 +157,12 @@ def register(array: Any, category: str = "activation", op: str = "") -> int:
     module, phase, step, shape, dtype = _hooks.module_stack[-1], _hooks.phase, _hooks._step, array.shape, array.dtype
     site = None
     if _site_recorder is not None:
-        try:
-            site = _site_recorder()
-        except Exception as error:  # noqa: BLE001 - recording must never break an allocation
-            _recorder_failed(_site_recorder, error)
+        site = _hooks.site_scope
+        if site is None:
+            try:
+                site = _site_recorder()
+            except Exception as error:  # noqa: BLE001 - recording must never break an allocation
+                _recorder_failed(_site_recorder, error)
     _buffers[key] = [nbytes, 1, state, device, category, op, module, phase, step, shape, dtype, site]
     if _history_append is not None:
         _history_append((_perf_counter_ns(), "alloc", nbytes, op, step, device))
@@ -229,6 +231,11 @@ def allocated_bytes(device: str = "cpu") -> int:
     (cheap enough to read after every op)."""
     state = _devices.get(device)
     return state.allocated if state is not None else 0
+
+
+def live_buffer_count() -> int:
+    """Buffers alive now on every device (views share their buffer: one each)."""
+    return len(_buffers)
 
 
 def live_tensors(device: str = "cpu") -> int:
@@ -382,6 +389,26 @@ def _take_capture(state: _DeviceState, device: str) -> PeakCapture | None:
 
 
 # --- optional per-allocation recording (a memory tracker's stacks and history; nothing runs while none is set) ---
+
+def enter_site_scope() -> Any:
+    """At the entry of an engine call that runs no user code while it allocates (``backward()``): ask the site
+    recorder once, here, for the site every allocation of the call gets (the caller's line, as each allocation's
+    own stack walk would find it). Returns what ``exit_site_scope`` restores. Engine code that calls user code
+    inside the scope (a user-defined op's backward, observers through ``hooks.emit``) clears ``hooks.site_scope``
+    for that call."""
+    previous = _hooks.site_scope
+    if _site_recorder is None or previous is not None:
+        return previous
+    try:
+        _hooks.site_scope = _site_recorder()
+    except Exception as error:  # noqa: BLE001 - recording must never break the computation
+        _recorder_failed(_site_recorder, error)
+    return previous
+
+
+def exit_site_scope(previous: Any) -> None:
+    _hooks.site_scope = previous
+
 
 def add_site_recorder(recorder: Callable[[], Any]) -> None:
     """Call ``recorder()`` in every ``register`` of a new buffer and keep what it returns as the buffer's

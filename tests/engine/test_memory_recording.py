@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine import hooks, memory
+from engine import autograd, hooks, memory
 
 
 class _Observer:
@@ -70,9 +70,18 @@ def test_history_rings_record_what_an_observer_sees(observer) -> None:
     assert len(first) == len(rows)  # removed: nothing appended any more
 
 
-def test_site_recorder_is_called_once_per_new_buffer(observer) -> None:
+def test_site_recorder_is_called_once_per_new_buffer_and_once_per_backward(observer, monkeypatch) -> None:
     counter = itertools.count()
     recorder = lambda: ("site", next(counter))  # noqa: E731
+    in_backward: list[int] = []  # buffers allocated by each backward() call
+
+    def backward(*args: object, **kwargs: object) -> None:
+        before = len(observer.alloc_ids)
+        real_backward(*args, **kwargs)
+        in_backward.append(len(observer.alloc_ids) - before)
+
+    real_backward = autograd.backward
+    monkeypatch.setattr(autograd, "backward", backward)
     memory.add_site_recorder(recorder)
     try:
         kept = _work()
@@ -80,7 +89,9 @@ def test_site_recorder_is_called_once_per_new_buffer(observer) -> None:
         groups = memory.live_groups(sites=True)
     finally:
         memory.remove_site_recorder(recorder)
-    assert next(counter) == len(observer.alloc_ids)  # views share their buffer: no call for them
+    assert len(in_backward) == 1 and in_backward[0] > 1
+    # views share their buffer: no call for them; backward() asks once for all of its buffers (its site scope)
+    assert next(counter) == len(observer.alloc_ids) - in_backward[0] + 1
     order = {buffer_id: index for index, buffer_id in enumerate(observer.alloc_ids)}
     for tensor in kept:
         assert blocks[tensor._mem_key].site == ("site", order[tensor._mem_key])
