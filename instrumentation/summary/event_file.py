@@ -160,6 +160,9 @@ class AsyncEventWriter:
             if build is scalar_events:  # one step of SummaryWriter.add_scalar_dict
                 batch.scalars.add_many(*args)
                 continue
+            if build is scalar_rows:  # SummaryWriter.add_scalar_rows
+                batch.scalars.add_rows(*args)
+                continue
             if build is scalar_event:
                 batch.scalars.add(*args)
                 continue
@@ -240,6 +243,11 @@ def scalar_events(tags: list[str], values: list[float], step: int, wall_time: fl
     """Queue marker of one step's scalars (aligned ``tags`` and ``values``: one Event holding them all), like
     ``scalar_event``."""
     return ScalarRecordEncoder.many(tags, values, step, wall_time)
+
+
+def scalar_rows(tags: tuple[str, ...], rows: list[list[float]], steps: list[int], walls: list[float]) -> list[bytes]:
+    """Queue marker of several steps' scalars (one event per row), like ``scalar_events``."""
+    return [ScalarRecordEncoder.many(list(tags), row, step, wall) for row, step, wall in zip(rows, steps, walls)]
 
 
 class _Pending:

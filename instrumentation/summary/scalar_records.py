@@ -142,7 +142,7 @@ class ScalarRecordEncoder:
 
     def add_many(self, tags: list[str], values: list[float], step: int, wall_time: float) -> None:
         """One Event of ``tags`` and ``values`` (aligned, at least one) at one step and wall time."""
-        if tags is not self._last_tuple:  # NOTE: a tuple passed again (add_scalar_list) needs no comparison
+        if tags is not self._last_tuple:  # NOTE: a tuple passed again (add_scalar_rows) needs no comparison
             key = tags if tags.__class__ is tuple else tuple(tags)
             if key != self._last_key:
                 known = self._ids_of_lists.get(key)
@@ -156,6 +156,12 @@ class ScalarRecordEncoder:
         self._steps.append(step)
         self._walls.append(wall_time)
         self._counts.append(len(values))
+
+    def add_rows(self, tags: tuple[str, ...], rows: list[list[float]], steps: list[int], walls: list[float]) -> None:
+        """One ``add_many`` per row."""
+        add_many = self.add_many
+        for row, step, wall_time in zip(rows, steps, walls):
+            add_many(tags, row, step, wall_time)
 
     def take(self) -> bytes:
         """The framed records of everything added since the last ``take``, in the order they were added."""

@@ -7,6 +7,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from instrumentation.summary import hparams
 from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
 from instrumentation.summary.builders import histogram_event, session_start_event, text_event
-from instrumentation.summary.event_file import AsyncEventWriter, scalar_event, scalar_events
+from instrumentation.summary.event_file import AsyncEventWriter, scalar_event, scalar_events, scalar_rows
 from instrumentation.summary.inputs import check_tag, histogram_values, to_float, to_numpy, to_step
 
 DEFAULT_LOG_ROOT = "logs"
@@ -52,7 +53,7 @@ class SummaryWriter:
                                        filename_suffix=filename_suffix)
         self._enqueue = self._async.enqueue
         self._queue_append, self._queue, self._max_queue = self._async.queue.append, self._async.queue, self._async.max_queue
-        self._checked_tags: tuple[str, ...] | None = None  # the last tuple add_scalar_list checked
+        self._checked_tags: tuple[str, ...] | None = None  # the last tuple add_scalar_rows checked
         self._flush_callbacks: list[Callable[[], None]] = []
         self._failed_callbacks: list[Callable[[], None]] = []
         if purge_step is not None:
@@ -101,25 +102,32 @@ class SummaryWriter:
         if len(self._queue) >= self._max_queue:
             self._async.on_full()
 
-    def add_scalar_list(self, tags: tuple[str, ...], values: Sequence[Any], global_step: int | None = None,
-                        walltime: float | None = None) -> None:
-        """``add_scalar_dict`` for a caller that logs the same tags every step: ``tags`` is a tuple (checked once
-        while the same tuple object is passed again), ``values`` are aligned with it (copied)."""
+    def add_scalar_rows(self, tags: tuple[str, ...], rows: Sequence[Sequence[Any]], global_steps: Sequence[int],
+                        walltimes: Sequence[float] | None = None) -> None:
+        """Several steps of the same scalars, each row written as ``add_scalar_dict(dict(zip(tags, row)), step,
+        walltime)`` writes it, queued as one item: for a source that hands its per-step scalars over in batches (the
+        memory tracker). ``tags`` is a tuple (checked once while the same object is passed again); rows, steps and
+        wall times are aligned (and copied); ``walltimes`` None: now."""
         if tags is not self._checked_tags:
             if tags.__class__ is not tuple:
-                raise ValueError(f"add_scalar_list: tags must be a tuple of str, got {type(tags).__name__}")
+                raise ValueError(f"add_scalar_rows: tags must be a tuple of str, got {type(tags).__name__}")
             for tag in tags:
                 check_tag(tag)
             self._checked_tags = tags
-        values = [*values]
-        if len(values) != len(tags):
-            raise ValueError(f"add_scalar_list: {len(values)} values for {len(tags)} tags")
-        if {*map(type, values)} != _FLOAT_ONLY:
-            values = [value if value.__class__ is float else to_float(tag, value) for tag, value in zip(tags, values)]
-        if not tags:
+        steps = [step if step.__class__ is int else to_step(step) for step in global_steps]
+        walls = [_now()] * len(steps) if walltimes is None else [float(wall) for wall in walltimes]
+        if not len(rows) == len(steps) == len(walls):
+            raise ValueError(f"add_scalar_rows: {len(rows)} rows, {len(steps)} steps and {len(walls)} wall times")
+        copies, width = [[*row] for row in rows], len(tags)
+        if {*map(len, copies)} - {width}:
+            wrong = next(len(values) for values in copies if len(values) != width)
+            raise ValueError(f"add_scalar_rows: a row of {wrong} values for {width} tags")
+        if not tags or not copies:
             return
-        step = global_step if global_step.__class__ is int else to_step(global_step)
-        self._queue_append((None, scalar_events, (tags, values, step, _now() if walltime is None else walltime)))
+        if {*map(type, chain.from_iterable(copies))} != _FLOAT_ONLY:  # NOTE: one check for every row
+            copies = [[value if value.__class__ is float else to_float(tag, value) for tag, value in zip(tags, values)]
+                      for values in copies]
+        self._queue_append((None, scalar_rows, (tags, copies, steps, walls)))
         if len(self._queue) >= self._max_queue:
             self._async.on_full()
 

@@ -86,30 +86,38 @@ def test_caller_may_change_its_dict_after_the_call(tmp_path):
     assert [(v.tag, v.value) for e in read_run(tmp_path) for v in e.values] == [("a", 1.0)]
 
 
-def test_add_scalar_list_writes_what_add_scalar_dict_writes(tmp_path):
+def test_add_scalar_rows_writes_what_add_scalar_dict_writes(tmp_path):
     tags = ("mem/cpu/allocated_bytes", "mem/cpu/peak_bytes", "odd")
-    with SummaryWriter(tmp_path / "list") as writer:
-        for step in range(1, 4):
-            values = [float(step), 2.0 * step, np.float32(0.5)]
-            writer.add_scalar_list(tags, values, step, walltime=50.0 + step)
-            values[0] = -1.0  # the writer copied them
+    rows = [[float(step), 2.0 * step, np.float32(0.5)] for step in range(1, 4)]
+    with SummaryWriter(tmp_path / "rows") as writer:
+        writer.add_scalar_rows(tags, rows[:1], [1], [51.0])
+        writer.add_scalar_rows(tags, rows[1:], [2, np.int64(3)], [52.0, 53.0])
+        rows[1][0] = -1.0  # the writer copied them
     with SummaryWriter(tmp_path / "dict") as writer:
         for step in range(1, 4):
             writer.add_scalar_dict(dict(zip(tags, [float(step), 2.0 * step, 0.5])), step, walltime=50.0 + step)
-    assert _records(tmp_path / "list") == _records(tmp_path / "dict")
+    assert _records(tmp_path / "rows") == _records(tmp_path / "dict")
 
 
-def test_add_scalar_list_checks_naming_what_is_wrong(tmp_path):
+def test_add_scalar_rows_checks_naming_what_is_wrong(tmp_path):
     with SummaryWriter(tmp_path) as writer:
         with pytest.raises(ValueError, match="tuple of str"):
-            writer.add_scalar_list(["a"], [1.0], 0)
-        with pytest.raises(ValueError, match="2 values for 1 tags"):
-            writer.add_scalar_list(("a",), [1.0, 2.0], 0)
+            writer.add_scalar_rows(["a"], [[1.0]], [0])
+        with pytest.raises(ValueError, match="a row of 2 values for 1 tags"):
+            writer.add_scalar_rows(("a",), [[1.0, 2.0]], [0])
+        with pytest.raises(ValueError, match="a row of 1 values for 0 tags"):
+            writer.add_scalar_rows((), [[1.0]], [0])
+        with pytest.raises(ValueError, match="a row of 0 values for 1 tags"):
+            writer.add_scalar_rows(("a",), [[1.0], []], [0, 1])
+        with pytest.raises(ValueError, match="2 rows, 1 steps"):
+            writer.add_scalar_rows(("a",), [[1.0], [2.0]], [0])
         with pytest.raises(ValueError, match="tag must be a str"):
-            writer.add_scalar_list(("a", 3), [1.0, 2.0], 0)
+            writer.add_scalar_rows(("a", 3), [[1.0, 2.0]], [0])
         with pytest.raises(ValueError, match="'b'"):
-            writer.add_scalar_list(("a", "b"), [1.0, "x"], 0)
-        writer.add_scalar_list(("a",), [1.0], 1)
+            writer.add_scalar_rows(("a", "b"), [[1.0, "x"]], [0])
+        with pytest.raises(ValueError, match="global_step"):
+            writer.add_scalar_rows(("a",), [[1.0]], ["x"])
+        writer.add_scalar_rows(("a",), [[1.0]], [1])
     assert [(v.tag, v.value) for e in read_run(tmp_path) for v in e.values] == [("a", 1.0)]
 
 
