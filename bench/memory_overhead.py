@@ -1,11 +1,19 @@
 """Memory tracker and system sampler overhead on a digits MLP training step, as ratios to no instrumentation.
 
-`python bench/memory_overhead.py [--repeats 9] [--steps 300]`. The configurations run interleaved, repeat after
-repeat, in one process; each figure is the median over repeats of (mean step time with it) / (mean step time
-without anything, measured in the same repeat); a mean includes the writer thread's work for those steps. The
-sampler rows are timed over ``--sampler-window-s`` (2 s: twenty 0.1 s samples), each against an "off" timed as long
-in the same repeat: a window shorter than the interval would see no sample at all. Targets: tracker without stacks
-<= 1.05x, with stacks <= 1.25x, sampler at 0.1 s <= 1.02x. The tracemalloc row (host attribution) is informational: it is opt-in because it is costly.
+`python bench/memory_overhead.py [--seconds 40] [--block-ms 12] [--repeats 7]`. One process, one writer.
+
+Tracker rows: short blocks of steps (about ``--block-ms``), each configuration's block next to an "off" block in
+alternating order, pair after pair for about ``--seconds`` per workload; a configuration is attached for its block
+only (``MemoryTracker.resume()``/``pause()``; the empty observer is subscribed), so the machine's drift between
+pairs cancels out. Each block ends with ``writer.flush()``, which charges the writer thread's work (encoding the
+tracker's scalars) to the block that caused it. A ratio is (mean step time of the block with it) / (of the block
+without); the table gives the median over pairs and the quartiles.
+
+Sampler and tracemalloc rows: a sampling thread needs several intervals, so they are timed over
+``--sampler-window-s`` (2 s: twenty 0.1 s samples) against an "off" window as long, ``--repeats`` times.
+
+Targets: tracker without stacks <= 1.05x, with stacks <= 1.25x, sampler at 0.1 s <= 1.02x. The tracemalloc row
+(host attribution) is informational: it is opt-in because it is costly.
 """
 from __future__ import annotations
 
@@ -20,7 +28,6 @@ import argparse  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from contextlib import ExitStack  # noqa: E402
 from typing import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -31,7 +38,7 @@ from engine.nn import functional as F  # noqa: E402
 from instrumentation import MemoryTracker, SummaryWriter, SystemSampler  # noqa: E402
 
 WORKLOADS = {"digits MLP 64-128-10, batch 64": ((128,), 64), "digits MLP 64-512-512-10, batch 512": ((512, 512), 512)}
-WARM_STEPS = 15  # past the tracker's warm-up, so the tracemalloc row measures tracing
+WARM_STEPS = 60  # past every tracker's leak warm-up (10 steps)
 
 
 def make_step(hidden: tuple[int, ...], batch: int) -> Callable[[], None]:
@@ -66,27 +73,25 @@ class _EmptyObserver:
         pass
 
 
-LONG = ("off, sampler window", "sampler 1 s", "sampler 0.1 s")  # timed over --sampler-window-s, against the first
+class _Subscription:
+    """An observer attached only between ``resume()`` and ``pause()``, as a tracker is."""
+
+    def __init__(self, observer: object) -> None:
+        self.observer = observer
+
+    def resume(self) -> None:
+        hooks.subscribe(self.observer)
+
+    def pause(self) -> None:
+        hooks.unsubscribe(self.observer)
+
+    def close(self) -> None:
+        self.pause()
 
 
-def configurations(writer: SummaryWriter) -> dict[str, Callable[[ExitStack], None]]:
-    return {
-        "off": lambda stack: None,
-        "empty alloc/free observer": lambda stack: stack.callback(hooks.unsubscribe, hooks.subscribe(_EmptyObserver())),
-        "tracker, stacks off": lambda stack: stack.callback(MemoryTracker(writer, stacks=False).close),
-        "tracker, stacks on": lambda stack: stack.callback(MemoryTracker(writer, stacks=True).close),
-        "tracker + tracemalloc": lambda stack: stack.callback(MemoryTracker(writer, host_attribution=True).close),
-        "off, sampler window": lambda stack: None,
-        "sampler 1 s": lambda stack: stack.callback(SystemSampler(writer, interval=1.0, gpus=False).close),
-        "sampler 0.1 s": lambda stack: stack.callback(SystemSampler(writer, interval=0.1, gpus=False).close),
-    }
-
-
-def mean_step_ms(step: Callable[[], None], steps: int, writer: SummaryWriter) -> float:
-    """Mean over ``steps`` steps, ending with ``writer.flush()``: a background thread's work (the sampler's samples,
-    the writer encoding the tracker's scalars) is charged to the configuration that caused it. A median per step
-    would hide exactly that work, which lands on a few steps."""
-    writer.flush()
+def timed_block(step: Callable[[], None], steps: int, writer: SummaryWriter) -> float:
+    """Mean step time (ms) over ``steps`` steps, ending with ``writer.flush()``: the writer thread's work for them
+    (and a background thread's samples) is charged here. A median per step would hide exactly that work."""
     start = time.perf_counter_ns()
     for _ in range(steps):
         step()
@@ -94,10 +99,60 @@ def mean_step_ms(step: Callable[[], None], steps: int, writer: SummaryWriter) ->
     return (time.perf_counter_ns() - start) / steps / 1e6
 
 
+def paired_ratios(step: Callable[[], None], writer: SummaryWriter, attached: dict[str, object], block_steps: int,
+                  seconds: float) -> dict[str, tuple[list[float], list[float]]]:
+    """name -> (ratios, step ms with it): pairs of adjacent blocks, with and without, in alternating order."""
+    results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in attached}
+    writer.flush()
+    deadline, pair = time.monotonic() + seconds, 0
+    while time.monotonic() < deadline or pair < 5:
+        for name, config in attached.items():
+            times = {}
+            for with_it in ((True, False) if pair % 2 else (False, True)):
+                if with_it:
+                    config.resume()
+                times[with_it] = timed_block(step, block_steps, writer)
+                if with_it:
+                    config.pause()
+            results[name][0].append(times[True] / times[False])
+            results[name][1].append(times[True])
+        pair += 1
+    return results
+
+
+def windowed_ratios(step: Callable[[], None], writer: SummaryWriter, make: dict[str, Callable[[], object]],
+                    window_steps: int, repeats: int) -> dict[str, tuple[list[float], list[float]]]:
+    """name -> (ratios, step ms with it): each configuration created, warmed and timed over ``window_steps`` next
+    to an "off" window as long, ``repeats`` times."""
+    results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in make}
+    for repeat in range(repeats):
+        for name, create in make.items():
+            times = {}
+            for with_it in ((True, False) if repeat % 2 else (False, True)):
+                config = create() if with_it else None
+                for _ in range(WARM_STEPS if with_it else 0):
+                    step()
+                times[with_it] = timed_block(step, window_steps, writer)
+                if config is not None:
+                    config.close()
+            results[name][0].append(times[True] / times[False])
+            results[name][1].append(times[True])
+    return results
+
+
+def print_rows(results: dict[str, tuple[list[float], list[float]]]) -> None:
+    for name, (ratios, times) in results.items():
+        ordered = sorted(ratios)
+        quartiles = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else [ordered[0]] * 3
+        print(f"{name:28s} {statistics.median(times):9.3f} {statistics.median(ordered):6.3f}x  "
+              f"{quartiles[0]:.3f}-{quartiles[2]:.3f}x {len(ordered):6d}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--seconds", type=float, default=40.0, help="time for the paired tracker rows per workload")
+    parser.add_argument("--block-ms", type=float, default=12.0, help="length of one timed block of steps")
+    parser.add_argument("--repeats", type=int, default=7, help="windows for the sampler and tracemalloc rows")
     parser.add_argument("--sampler-window-s", type=float, default=2.0,
                         help="timed window of the sampler rows: several sampling intervals, not a fraction of one")
     parser.add_argument("--workload", default="", help="run only the workloads whose name contains this text")
@@ -110,31 +165,37 @@ def main() -> None:
             continue
         step = make_step(hidden, batch)
         with tempfile.TemporaryDirectory() as logdir, SummaryWriter(logdir) as writer:
-            configs = configurations(writer)
-            times: dict[str, list[float]] = {name: [] for name in configs}
+            hooks.reset_step(0)
             for _ in range(WARM_STEPS):
                 step()
-            long_steps = min(max(args.steps, round(args.sampler_window_s * 1e3 / mean_step_ms(step, 100, writer))),
-                             20 * args.steps)
-            for _ in range(args.repeats):
-                for name, attach in configs.items():
-                    hooks.reset_step(0)
-                    with ExitStack() as stack:
-                        attach(stack)
-                        for _ in range(WARM_STEPS):
-                            step()
-                        times[name].append(mean_step_ms(step, long_steps if name in LONG else args.steps, writer))
-        print(f"{workload}, Adam: mean step time over {args.steps} steps ({long_steps} steps, about "
-              f"{args.sampler_window_s:g} s, for the sampler rows and their own 'off') incl. the writer's work for them; "
-              f"median of {args.repeats} interleaved repeats of the ratio to 'off' in the same repeat")
-        print(f"{'configuration':28s} {'step ms':>9s} {'ratio':>7s}  ratio p25-p75")
-        for name, values in times.items():
-            reference = times[LONG[0] if name in LONG else "off"]
-            ratios = sorted(v / off for v, off in zip(values, reference))
-            quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-            print(f"{name:28s} {statistics.median(values):9.3f} {statistics.median(ratios):6.3f}x  "
-                  f"{quartiles[0]:.3f}-{quartiles[2]:.3f}x")
+            step_ms = timed_block(step, 50, writer)
+            block_steps = max(4, round(args.block_ms / step_ms))
+            window_steps = max(block_steps, round(args.sampler_window_s * 1e3 / step_ms))
+            attached = {"empty alloc/free observer": _Subscription(_EmptyObserver()),
+                        "tracker, stacks off": MemoryTracker(writer, stacks=False),
+                        "tracker, stacks on": MemoryTracker(writer, stacks=True)}
+            for config in attached.values():  # each past its warm-up, then detached until its blocks
+                config.resume()
+                for _ in range(WARM_STEPS):
+                    step()
+                config.pause()
+            paired = paired_ratios(step, writer, attached, block_steps, args.seconds)
+            for config in attached.values():
+                config.close()
+            windowed = windowed_ratios(step, writer, {
+                # RSS read every step: tracing starts after the host warm-up (11 reads), inside WARM_STEPS
+                "tracker + tracemalloc": lambda: MemoryTracker(writer, host_attribution=True, host_every_steps=1),
+                "sampler 1 s": lambda: SystemSampler(writer, interval=1.0, gpus=False),
+                "sampler 0.1 s": lambda: SystemSampler(writer, interval=0.1, gpus=False),
+            }, window_steps, args.repeats)
+        print(f"{workload}, Adam: mean step time incl. the writer's work for those steps; median ratio to 'off' "
+              f"over pairs of adjacent blocks ({block_steps} steps each; {window_steps} steps, about "
+              f"{args.sampler_window_s:g} s, for the windowed rows)")
+        print(f"{'configuration':28s} {'step ms':>9s} {'ratio':>7s}  ratio p25-p75  pairs")
+        print_rows(paired)
+        print_rows(windowed)
         print()
+
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ TOP_LINES = 5
 
 
 class HostMemoryWatch:
-    """``observe(step)`` reads this process's RSS; returns (trend, attribution) when it grows steadily.
+    """``read_rss()`` reads this process's RSS; ``observe(step, rss)`` returns its trend when it grows steadily.
 
     With ``attribution=True`` tracemalloc runs from the end of the warm-up (costly: every Python allocation is
     traced; see bench/memory_overhead.py) and the growth is attributed to the source lines whose traced memory
@@ -36,12 +36,16 @@ class HostMemoryWatch:
         self._started_tracing = False
         self._seen = 0
 
-    def observe(self, step: int) -> tuple[int, Trend | None]:
+    def read_rss(self) -> int:
+        """This process's RSS now, in bytes."""
+        return self._rss()
+
+    def observe(self, step: int, rss: int) -> Trend | None:
+        """Add the RSS read at ``step`` (``read_rss``); the trend when it grows steadily."""
         self._seen += 1
-        rss = self._rss()
         if self._attribution and self._seen == self._settings.warmup_steps + 1:
             self._start_tracing(step)
-        return rss, self._window.observe(step, rss)
+        return self._window.observe(step, rss)
 
     def attribution(self, step: int) -> list[dict[str, Any]]:
         if self._baseline is None or step <= self._baseline_step:

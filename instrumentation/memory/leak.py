@@ -73,6 +73,31 @@ class TrendWindow:
             return None
         return growth(list(self.steps), list(self.values), self.min_bytes_per_step, settings.min_z)
 
+    def observe_many(self, steps: list[int], values: list[int]) -> list[tuple[int, Trend]]:
+        """``observe`` of each (step, value) in order; the (step, trend) of each check that found growth."""
+        settings, found = self.settings, []
+        skip = min(len(steps), max(0, settings.warmup_steps - self._seen))  # still in the warm-up
+        self._seen += skip
+        steps, values = steps[skip:], values[skip:]
+        if not steps:
+            return found
+        every, window, warmup = settings.check_every_steps, settings.window_steps, settings.warmup_steps
+        first = self._seen + 1  # the count of the first new value
+        due = [k for k in range(len(steps)) if (first + k - warmup) % every == 0]
+        if due:
+            all_steps, all_values, before = [*self.steps, *steps], [*self.values, *values], len(self.steps)
+            for k in due:
+                end = before + k + 1
+                if end >= window:
+                    trend_found = growth(all_steps[end - window:end], all_values[end - window:end],
+                                         self.min_bytes_per_step, settings.min_z)
+                    if trend_found is not None:
+                        found.append((steps[k], trend_found))
+        self.steps.extend(steps)
+        self.values.extend(values)
+        self._seen += len(steps)
+        return found
+
 
 def group_key(block: tuple) -> tuple:
     """What blocks are grouped by: (device, allocation stack, op, module, shape, dtype, category)."""

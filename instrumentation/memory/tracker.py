@@ -21,6 +21,7 @@ from instrumentation.memory.stacks import StackRecorder
 from instrumentation.memory.trend import Trend, trend
 from instrumentation.profiler.spans import log_end, log_start
 
+HOST_RSS_TAG = "mem/host/rss_bytes"
 LOG_SPAN = "memory tracker"  # its step-end work in a profiler's trace (category "log")
 CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
 LEAK_GROUPS_IN_ALERT = 5
@@ -39,10 +40,11 @@ class MemoryBreakdown:
 
 
 class _Tally:
-    __slots__ = ("allocated", "record_peak", "pending_peak", "written_peak", "written_at", "window", "alerted", "prefix",
+    __slots__ = ("device", "allocated", "record_peak", "pending_peak", "written_peak", "written_at", "window", "alerted", "prefix",
                  "tags", "category_tags", "armed")
 
     def __init__(self, device: str, leak: LeakSettings | None) -> None:
+        self.device = device
         self.allocated = self.record_peak = self.written_peak = 0
         self.written_at = -float("inf")
         self.pending_peak: tuple[int, int, dict[int, tuple]] | None = None
@@ -70,18 +72,25 @@ class MemoryTracker:
     ``stacks=False`` has neither. ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings
     of the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: a "peak" snapshot is
     written when the all-time peak exceeds the last one written by ``peak_growth`` and that was long enough ago.
-    ``host_rss``: follow the process RSS every ``host_every_steps`` steps (a read of /proc costs ~20 µs; the leak
-    test's warm-up and window then count samples, not steps); ``host_attribution``: tracemalloc attribution."""
+    ``host_rss``: follow the process RSS every ``host_every_steps`` steps (a read of /proc and its event cost ~10 µs
+    in a training loop; the leak test's warm-up and window then count samples, not steps). ``batch_steps`` /
+    ``batch_s``: the figures taken at each step end are processed (scalars handed to the writer, leak tests, peak
+    snapshots) every that many steps or seconds, on ``writer.flush()`` (a flowscope writer) and at ``close()``; ``host_attribution``: tracemalloc attribution."""
 
     def __init__(self, writer: Any, *, history: int = 10_000, stacks: bool = True, stack_depth: int = 4,
                  model: Any = None, leak: LeakSettings | None = LeakSettings(), peak_snapshots: bool = True,
                  peak_snapshot_interval_s: float = 30.0, peak_growth: float = 0.10, host_rss: bool = True,
-                 host_attribution: bool = False, host_every_steps: int = 4) -> None:
+                 host_attribution: bool = False, host_every_steps: int = 16, batch_steps: int = 16,
+                 batch_s: float = 0.5) -> None:
         if history < 0:
             raise ValueError(f"history must be a number of events >= 0, got {history}")
         if host_every_steps < 1:
             raise ValueError(f"host_every_steps must be >= 1, got {host_every_steps}")
+        if batch_steps < 1 or not batch_s >= 0:
+            raise ValueError(f"batch_steps must be >= 1 and batch_s >= 0, got {batch_steps} and {batch_s}")
+        self.batch_steps, self.batch_s = batch_steps, batch_s
         self.writer, self.run_dir = writer, writer.log_dir
+        self._add_scalar_rows = getattr(writer, "add_scalar_rows", None)
         self._add_scalar_dict = getattr(writer, "add_scalar_dict", None)
         self.alerts = AlertWriter(self.run_dir)
         self.model, self.leak_settings = model, leak
@@ -96,7 +105,11 @@ class MemoryTracker:
         self._history: deque[tuple] = deque(maxlen=history)
         self._origin_ns = time.perf_counter_ns()
         self._tallies: dict[str, _Tally] = {}
-        self._scalars: dict[str, float] = {}  # one step's scalars (the writer copies them: refilled every step)
+        self._tags: tuple[str, ...] = ()  # the tags of each step's values: every device's tally.tags and categories
+        self._pending: list[tuple[int, float, list]] = []  # (step, wall time, figures per device) not processed yet
+        self._pending_host: list[tuple[int, float, int]] = []  # (step, wall time, RSS bytes)
+        self._live_signature: tuple | None = None
+        self._live_record: tuple = ()
         # What was live at the last step ends (attribution: groups are summed from these only when a leak is found).
         self._group_history: deque[tuple[int, tuple]] | None = deque(maxlen=leak.window_steps) if leak else None
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
@@ -106,15 +119,18 @@ class MemoryTracker:
         for device in memory.devices():
             memory.reset_step_peak(device)
             self._arm_peak(device, self._tally(device))
-        if self._recorder is not None:
-            memory.add_site_recorder(self._recorder)
-            if history:
-                memory.add_history_ring(self._history)
+        self._paused = False
+        self._attach_recording()
+        # a writer.flush() hands over the steps not processed yet (third-party writers: at most batch_steps/batch_s late)
+        self._on_flush = getattr(writer, "add_flush_callback", None)
+        if self._on_flush is not None:
+            self._on_flush(self._process)
         hooks.subscribe(self)
 
     # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
     def oom(self, event: hooks.OomEvent) -> None:
         """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
+        self._process_safely()
         snapshot = build_snapshot(device=event.device, reason="oom", step=event.step, live=self._live_now(),
                                   history=self._history_now(), origin_ns=self._origin_ns, names=parameter_names(self.model),
                                   requested=requested_of(event), allocated_bytes=event.allocated_bytes,
@@ -129,64 +145,109 @@ class MemoryTracker:
         log_end(LOG_SPAN, start)
 
     def _step_end(self, event: hooks.StepEvent) -> None:
-        step, scalars = event.step, self._scalars
-        if self._group_history is not None:
-            self._group_history.append((step, memory.live_set()))
+        """Take the step's figures from the allocator (they are reset for the next step); ``_process`` them every
+        ``batch_steps`` steps or ``batch_s`` seconds, where the code runs warm instead of once per step."""
+        step, wall_time, figures = event.step, time.time(), []
         for device in memory.devices():
             tally = self._tallies.get(device)
             if tally is None:
                 if not memory.allocated_bytes(device):
                     continue
                 tally = self._tally(device)
-            allocated, peak, at_peak, now = memory.end_step_peak(device, step)
-            tally.allocated = allocated
-            if peak > tally.record_peak:
-                tally.record_peak = peak
-            allocated_tag, reserved_tag, peak_tag, live_tag = tally.tags
-            # NOTE: floats, as the writer keeps them (it would convert each int in a call); reserved = allocated on the
-            # CPU (no pool)
-            scalars[allocated_tag] = scalars[reserved_tag] = float(allocated)
-            scalars[peak_tag] = float(peak)
-            scalars[live_tag] = float(memory.live_tensors(device))
-            category_tags = tally.category_tags
-            if len(category_tags) != len(now):  # a category seen for the first time (categories are never dropped)
-                for category in now:
-                    tally.category_tag(category)
-            for category, tag in category_tags.items():
-                scalars[tag] = float(at_peak.get(category, 0))
-            if tally.window is not None:
-                found = tally.window.observe(step, allocated)
-                if found is not None:
-                    self._report_leak(device, tally, found, step)
-            if self.peak_snapshots:
+            figures.append((tally, memory.end_step_peak(device, step), memory.live_tensors(device)))
+        pending = self._pending
+        pending.append((step, wall_time, figures))
+        if self._group_history is not None:
+            self._remember_live(step, figures)
+        if self._host is not None and step % self.host_every_steps == 0:
+            self._pending_host.append((step, wall_time, self._host.read_rss()))
+        if len(pending) >= self.batch_steps or wall_time - pending[0][1] >= self.batch_s:
+            self._process()
+
+    def _remember_live(self, step: int, figures: list) -> None:
+        """What is live at this step end, for attribution; the previous record again when the live buffers' count
+        and every device's bytes did not change (then nothing was allocated or freed on balance: the same groups)."""
+        signature = (memory.live_buffer_count(), *[taken[0] for _, taken, _ in figures])
+        if signature != self._live_signature:
+            self._live_signature, self._live_record = signature, memory.live_set()
+        self._group_history.append((step, self._live_record))
+
+    def _process(self) -> None:
+        """Scalars, leak tests and peak snapshots of the steps taken since the last call, in step order."""
+        rows, self._pending = self._pending, []
+        tags, batch, steps, walls = self._tags, [], [], []
+        observed: dict[_Tally, tuple[list[int], list[int]]] = {}  # each leak window's steps and allocated bytes
+        for step, wall_time, figures in rows:
+            values: list[float] = []
+            for tally, (allocated, peak, at_peak, now), live_tensors in figures:
+                tally.allocated = allocated
+                if peak > tally.record_peak:
+                    tally.record_peak = peak
+                category_tags = tally.category_tags
+                if len(category_tags) != len(now):  # a category seen for the first time (they are never dropped)
+                    for category in now:
+                        tally.category_tag(category)
+                # NOTE: floats, as the writer keeps them; reserved = allocated on the CPU (no pool). In tally.tags order.
+                values += [float(allocated), float(allocated), float(peak), float(live_tensors)]
+                values += [float(at_peak.get(category, 0)) for category in category_tags]
+                if tally.window is not None:
+                    window_rows = observed.get(tally)
+                    if window_rows is None:
+                        window_rows = observed[tally] = ([], [])
+                    window_rows[0].append(step)
+                    window_rows[1].append(allocated)
+            if len(values) != len(tags):  # a device or a category appeared: a new list of tags from here on
+                self._log(tags, batch, steps, walls)
+                tags, batch, steps, walls = self._tags_of(figures), [], [], []
+            batch.append(values)
+            steps.append(step)
+            walls.append(wall_time)
+        self._log(tags, batch, steps, walls)
+        self._tags = tags
+        for tally, (window_steps, window_values) in observed.items():
+            for step, found in tally.window.observe_many(window_steps, window_values):
+                self._report_leak(tally.device, tally, found, step)
+        if self.peak_snapshots and rows:
+            last_step = rows[-1][0]
+            for device, tally in self._tallies.items():
                 if tally.armed is not None:  # a capture was asked for (or may have been taken: False)
-                    self._take_peak(device, tally, step)
+                    self._take_peak(device, tally, last_step)
                     if tally.pending_peak is not None:
                         self._write_peak(device, tally)
                 if tally.armed is False or (tally.armed is None and
                                             time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
                     self._arm_peak(device, tally)
-        if self._host is not None and step % self.host_every_steps == 0:
-            rss, found = self._host.observe(step)
-            scalars["mem/host/rss_bytes"] = float(rss)
-            self._log(scalars, step)
-            del scalars["mem/host/rss_bytes"]
+        host_rows, self._pending_host = self._pending_host, []
+        for step, wall_time, rss in host_rows:
+            found = self._host.observe(step, rss)
+            self.writer.add_scalar(HOST_RSS_TAG, float(rss), step, walltime=wall_time)  # its own event
             if found is not None:
                 self._report_host_growth(found, step)
-            return
-        self._log(scalars, step)
 
-    def _log(self, scalars: dict[str, float], step: int) -> None:
-        """One queue item per step when the writer has ``add_scalar_dict`` (the same events as add_scalar each)."""
-        if self._add_scalar_dict is not None:
-            self._add_scalar_dict(scalars, step)
+    @staticmethod
+    def _tags_of(figures: list) -> tuple[str, ...]:
+        """The tags of a step's values: each device's four figures then its categories, in the figures' order."""
+        return tuple(tag for tally, _, _ in figures for tag in (*tally.tags, *tally.category_tags.values()))
+
+    def _log(self, tags: tuple[str, ...], rows: list[list[float]], steps: list[int], walls: list[float]) -> None:
+        """Steps' scalars as one queue item when the writer has ``add_scalar_rows``; else one ``add_scalar_dict``
+        per step, or one ``add_scalar`` per value (third-party writers)."""
+        if not rows:
             return
-        for tag, value in scalars.items():
-            self.writer.add_scalar(tag, value, step)
+        if self._add_scalar_rows is not None:
+            self._add_scalar_rows(tags, rows, steps, walls)
+        elif self._add_scalar_dict is not None:
+            for values, step, wall_time in zip(rows, steps, walls):
+                self._add_scalar_dict(dict(zip(tags, values)), step, walltime=wall_time)
+        else:
+            for values, step, wall_time in zip(rows, steps, walls):
+                for tag, value in zip(tags, values):
+                    self.writer.add_scalar(tag, value, step, walltime=wall_time)
 
     # --- public ------------------------------------------------------------------------------------------
     def snapshot(self, reason: str = "manual", device: str = "cpu") -> str | None:
         """Write a snapshot of ``device`` now; its path (None if it could not be written, reported once)."""
+        self._process()
         return self._write(build_snapshot(device=device, reason=reason, step=hooks.current_step(), live=self._live_now(),
                                           history=self._history_now(), origin_ns=self._origin_ns,
                                           names=parameter_names(self.model), peak_bytes=self._peak(device)))
@@ -200,15 +261,46 @@ class MemoryTracker:
                                memory.live_tensors(device),
                                {k: v for k, v in memory.category_bytes(device).items() if v}, by_module)
 
+    def pause(self) -> None:
+        """Stop observing until ``resume()`` (e.g. around an evaluation loop): no work per step, no allocation stacks
+        or history; what the tracker learnt is kept. The steps taken so far are processed now."""
+        if self._paused or self._closed:
+            return
+        self._paused = True
+        hooks.unsubscribe(self)
+        self._detach_recording()
+        self._process()
+
+    def resume(self) -> None:
+        """Observe again after ``pause()``; the first step peak then covers what happened while paused."""
+        if not self._paused or self._closed:
+            return
+        self._paused = False
+        self._attach_recording()
+        hooks.subscribe(self)
+
+    def _attach_recording(self) -> None:
+        if self._recorder is not None:
+            memory.add_site_recorder(self._recorder)
+            if self._history.maxlen:
+                memory.add_history_ring(self._history)
+
+    def _detach_recording(self) -> None:
+        if self._recorder is not None:
+            memory.remove_site_recorder(self._recorder)
+            memory.remove_history_ring(self._history)
+
     def close(self) -> None:
         """Unsubscribe; write a pending peak snapshot; stop tracemalloc if this tracker started it. Idempotent."""
         if self._closed:
             return
         self._closed = True
         hooks.unsubscribe(self)
-        if self._recorder is not None:
-            memory.remove_site_recorder(self._recorder)
-            memory.remove_history_ring(self._history)
+        if self._on_flush is not None:
+            self.writer.remove_flush_callback(self._process)
+        self._process()
+        if not self._paused:
+            self._detach_recording()
         for device, tally in self._tallies.items():
             memory.arm_peak_capture(device, None)
             self._take_peak(device, tally)
@@ -271,7 +363,8 @@ class MemoryTracker:
                                    peak_bytes=allocated))
 
     def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int) -> None:
-        window = [(at, live_groups(live, self._stacks)) for at, live in self._group_history if at >= found.steps[0]]
+        window = [(at, live_groups(live, self._stacks)) for at, live in self._group_history
+                  if found.steps[0] <= at <= found.steps[-1]]
         groups = attribute(window, device, self.leak_settings.min_z)
         key = tuple((g.site, g.op, g.shape, g.category) for g in groups[:1])
         if key in tally.alerted:
@@ -322,6 +415,12 @@ class MemoryTracker:
             return None
         self.snapshots.append(path)
         return path
+
+    def _process_safely(self) -> None:
+        try:
+            self._process()
+        except Exception as error:  # noqa: BLE001 - the OOM must propagate as the engine raised it
+            self._report_once("process", f"processing the last steps failed: {type(error).__name__}: {error}")
 
     def _flush(self) -> None:
         try:

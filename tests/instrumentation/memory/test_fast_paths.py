@@ -3,6 +3,7 @@ per-step live_set() records vs live_groups() at that step, end_step_peak() vs st
 from __future__ import annotations
 
 import itertools
+import random
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from engine import hooks, memory
 from instrumentation import SummaryWriter
 from instrumentation.format.memory_snapshot import list_snapshots, read_snapshot
 from instrumentation.memory import MemoryTracker
+from instrumentation.memory.leak import LeakSettings, TrendWindow
 from instrumentation.memory.trend import _close_pairs, growth, trend
 from training_loops import train
 
@@ -64,6 +66,27 @@ def test_growth_finds_a_rising_window_and_skips_flat_ones() -> None:
     assert growth(steps, [100] * 30, 1.0, 4.0) is None
 
 
+def test_observe_many_answers_as_observe_one_by_one() -> None:
+    """The tracker hands a window a batch of steps at once: the same checks, at the same steps, as one by one."""
+    rng = random.Random(0)
+    found_any = False
+    for _ in range(200):
+        settings = LeakSettings(warmup_steps=rng.randint(0, 12), window_steps=rng.randint(6, 20),
+                                check_every_steps=rng.randint(1, 7), min_z=rng.choice([0.5, 2.0]))
+        one, many = TrendWindow(settings), TrendWindow(settings)
+        step, by_one, by_many = 0, [], []
+        for _ in range(12):
+            steps = list(range(step, step + rng.randint(0, 9)))
+            step += len(steps)
+            values = [s * rng.choice([0, 1, 5]) + rng.randint(0, 3) for s in steps]
+            by_one += [(s, t) for s, v in zip(steps, values) if (t := one.observe(s, v)) is not None]
+            by_many += many.observe_many(steps, values)
+        assert by_many == by_one
+        assert list(many.steps) == list(one.steps) and list(many.values) == list(one.values)
+        found_any |= bool(by_one)
+    assert found_any
+
+
 def test_close_pairs_counts_as_brute_force() -> None:
     rng = np.random.default_rng(3)
     for _ in range(50):
@@ -107,7 +130,8 @@ def test_a_higher_peak_later_gets_its_own_snapshot(tmp_path: Path) -> None:
     allocator's size moved, so the next higher peak must still be captured."""
     hooks.reset_step(0)
     with SummaryWriter(tmp_path / "run") as writer:
-        tracker = MemoryTracker(writer, stacks=False, peak_snapshot_interval_s=0.0, peak_growth=0.0, leak=None)
+        tracker = MemoryTracker(writer, stacks=False, peak_snapshot_interval_s=0.0, peak_growth=0.0, leak=None,
+                                batch_steps=1)  # each step processed at its end: every new peak is seen
         train(3)
         big = engine.tensor(np.ones(50_000, np.float32))  # 200 kB more than any peak so far
         train(2)

@@ -107,3 +107,27 @@ def test_history_must_be_non_negative(tmp_path: Path) -> None:
 
     with SummaryWriter(tmp_path) as writer, pytest.raises(ValueError, match="history"):
         MemoryTracker(writer, history=-1)
+
+
+def test_pause_stops_observing_and_resume_goes_on(make_tracker) -> None:
+    tracker = make_tracker(history=1000)
+    train(3)
+    tracker.pause()
+    tracker.pause()  # idempotent
+    history_before = len(tracker._history_now())
+    paused = engine.tensor(np.ones(13, np.float32))  # allocated while paused: no stack, no history record
+    train(2)  # steps 3 and 4
+    assert len(tracker._history_now()) == history_before
+    tracker.resume()
+    resumed = engine.tensor(np.ones(17, np.float32))
+    train(2)  # steps 5 and 6
+    tracker.writer.flush()
+    scalars = read_scalars(tracker.run_dir)["mem/cpu/allocated_bytes"]
+    assert sorted(scalars) == [0, 1, 2, 5, 6]
+    blocks = {block.shape: block for block in read_snapshot(tracker.snapshot()).blocks}
+    assert blocks[(13,)].stack == () and blocks[(17,)].stack[0].endswith("test_pause_stops_observing_and_resume_goes_on")
+    assert len(tracker._history_now()) > history_before
+    tracker.close()
+    tracker.resume()  # closed: nothing
+    assert not any(getattr(h, "__self__", None) is tracker for h in hooks.step_end)
+    del paused, resumed

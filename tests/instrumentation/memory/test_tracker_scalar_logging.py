@@ -1,4 +1,5 @@
-"""The tracker's per-step mem/ scalars: one add_scalar_dict per step, or add_scalar per tag for writers without it."""
+"""The tracker's per-step mem/ scalars: one add_scalar_dict per step, or add_scalar per tag for writers without it
+(third-party writers get them at close or within batch_steps steps)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,7 @@ class ScalarOnlyWriter:
         self.log_dir = log_dir
         self.calls: list[tuple[str, float, int]] = []
 
-    def add_scalar(self, tag: str, value: float, step: int) -> None:
+    def add_scalar(self, tag: str, value: float, step: int, walltime: float | None = None) -> None:
         self.calls.append((tag, value, step))
 
     def flush(self) -> None:
@@ -27,7 +28,7 @@ class DictWriter(ScalarOnlyWriter):
         super().__init__(log_dir)
         self.dict_calls = 0
 
-    def add_scalar_dict(self, scalars: dict, step: int) -> None:
+    def add_scalar_dict(self, scalars: dict, step: int, walltime: float | None = None) -> None:
         self.dict_calls += 1
         self.calls.extend((tag, value, step) for tag, value in scalars.items())
 
