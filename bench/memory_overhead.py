@@ -184,7 +184,8 @@ def main() -> None:
                 config.close()
             windowed = windowed_ratios(step, writer, {
                 # RSS read every step: tracing starts after the host warm-up (11 reads), inside WARM_STEPS
-                "tracker + tracemalloc": lambda: MemoryTracker(writer, host_attribution=True, host_every_steps=1),
+                "tracker + tracemalloc": lambda: MemoryTracker(writer, host_attribution=True, host_every_steps=1,
+                                                               batch_steps=1),
                 "sampler 1 s": lambda: SystemSampler(writer, interval=1.0, gpus=False),
                 "sampler 0.1 s": lambda: SystemSampler(writer, interval=0.1, gpus=False),
             }, window_steps, args.repeats)

@@ -48,6 +48,10 @@ ops_observed: bool = False
 # while set, the allocator records it instead of asking its site recorder to walk the stack. None outside.
 site_scope: Any = None
 
+# engine.memory's step end (``memory.add_step_log``): while set, mark_step_end calls it with the ending step before
+# observers get ``step_end``.
+step_recorder: Any = None
+
 _observers: list[Any] = []
 _owners: dict[int, tuple[Any, str]] = {}  # id(subscribed method) -> (observer, hook point)
 _reported: set[tuple[int, str]] = set()
@@ -295,7 +299,8 @@ def mark_step_begin() -> None:
 def mark_step_end() -> None:
     """Close the current step (``optimizer.step()`` calls this) and advance the step counter.
 
-    An installed op log gets the step's ``STEP_END`` record (``engine.op_log``) before observers get ``step_end``."""
+    An installed op log gets the step's ``STEP_END`` record (``engine.op_log``) and the allocator's step logs their
+    records (``engine.memory.add_step_log``) before observers get ``step_end``."""
     global _step_open, _step
     if not _step_open:
         mark_step_begin()
@@ -303,6 +308,8 @@ def mark_step_end() -> None:
     log = op_log
     if log is not None:
         log.extend((log.STEP_END, _step, _step_start_ns, now, 0, 0))
+    if step_recorder is not None:
+        step_recorder(_step)
     if step_end:
         emit(step_end, tuple.__new__(StepEvent, (_step, now, now - _step_start_ns)))
     _step_open = False

@@ -109,6 +109,8 @@ _site_recorders: list[Callable[[], Any]] = []
 _history_append: Callable[[tuple], None] | None = None  # appends to every ring of _history_rings
 _history_rings: list[Any] = []
 _failed_recorders: set[int] = set()  # ids of site recorders whose failure was reported
+_step_logs: list[StepLog] = []  # add_step_log
+_last_live: tuple = (None, ())  # (live buffer count and bytes per device, live_set()) at the last step end that took one
 
 
 def _state(device: str) -> _DeviceState:
@@ -438,11 +440,80 @@ def remove_history_ring(ring: Any) -> None:
     _refresh_recording()
 
 
-def _recorder_failed(recorder: Callable[[], Any], error: Exception) -> None:
+class StepLog:
+    """A reader of the step ends (``add_step_log``). At every ``hooks.mark_step_end``, before observers get
+    ``step_end``, the allocator appends to ``records`` one tuple per device it accounts for — ``(step, wall time s,
+    device, allocated bytes, step peak bytes, bytes per category at the peak, live tensors)`` — and resets the step
+    peak (``end_step_peak(device, step)`` then returns the same figures). With ``live`` (e.g. a ``deque(maxlen=n)``)
+    it also appends ``(step, live_set())`` there, the previous record again while the live buffer count and every
+    device's bytes are those of the previous step end (nothing allocated or freed on balance). Every
+    ``batch_steps`` steps, or when the first record waiting is ``batch_s`` seconds old, it calls ``on_batch()``,
+    which should ``take()`` the records; one that raises is reported once on stderr. The category dicts are
+    shared between readers: never change them."""
+
+    __slots__ = ("records", "steps", "live", "on_batch", "batch_steps", "batch_s")
+
+    def __init__(self, on_batch: Callable[[], None], batch_steps: int = 16, batch_s: float = 0.5,
+                 live: Any = None) -> None:
+        if batch_steps < 1 or not batch_s >= 0:
+            raise ValueError(f"batch_steps must be >= 1 and batch_s >= 0, got {batch_steps} and {batch_s}")
+        self.records: list[tuple] = []
+        self.steps = 0  # step ends in records
+        self.live, self.on_batch, self.batch_steps, self.batch_s = live, on_batch, batch_steps, batch_s
+
+    def take(self) -> list[tuple]:
+        """The records appended since the last ``take``, oldest first."""
+        records, self.records, self.steps = self.records, [], 0
+        return records
+
+
+def add_step_log(log: StepLog) -> None:
+    """Append ``log``'s records at every step end from now on (several logs get the same records)."""
+    global _last_live
+    _last_live = (None, ())  # NOTE: a record taken long ago could match by count and bytes alone
+    _step_logs.append(log)
+    _hooks.step_recorder = _end_step
+
+
+def remove_step_log(log: StepLog) -> None:
+    """Stop appending to ``log`` (unknown ones are ignored); what it holds stays there."""
+    _step_logs[:] = [known for known in _step_logs if known is not log]
+    if not _step_logs:
+        _hooks.step_recorder = None
+
+
+def _end_step(step: int) -> None:
+    """``hooks.mark_step_end``'s call while step logs are installed: one pass for every log."""
+    global _last_live
+    wall_time, signature, records = time.time(), (len(_buffers),), []
+    for device, state in _devices.items():
+        now = state.categories.copy()
+        at_peak = now if state.rising else state.peak_categories  # NOTE: never changed in place (see end_step_peak)
+        allocated = state.allocated
+        records.append((step, wall_time, device, allocated, state.step_peak, at_peak, state.live_tensors))
+        state.ended = (step, allocated, state.step_peak, at_peak, now)
+        state.peak_categories, state.step_peak, state.rising = now, allocated, False
+        signature += (allocated,)
+    for log in _step_logs:
+        log.records += records
+        log.steps += 1
+        if log.live is not None:
+            if signature != _last_live[0]:
+                _last_live = (signature, live_set())
+            log.live.append((step, _last_live[1]))
+        if log.steps >= log.batch_steps or wall_time - log.records[0][1] >= log.batch_s:
+            try:
+                log.on_batch()
+            except Exception as error:  # noqa: BLE001 - a reader must never break the training step
+                _recorder_failed(log.on_batch, error, "step log reader", "its records are kept")
+
+
+def _recorder_failed(recorder: Callable[[], Any], error: Exception, what: str = "site recorder",
+                     outcome: str = "the buffer's site is None") -> None:
     if id(recorder) not in _failed_recorders:
         _failed_recorders.add(id(recorder))
-        print(f"engine.memory: site recorder {recorder!r} failed ({type(error).__name__}: {error}); the buffer's site "
-              f"is None; further failures are not reported", file=sys.stderr)
+        print(f"engine.memory: {what} {recorder!r} failed ({type(error).__name__}: {error}); {outcome}; further "
+              f"failures are not reported", file=sys.stderr)
 
 
 def _refresh_recording() -> None:

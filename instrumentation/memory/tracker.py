@@ -63,39 +63,41 @@ class _Tally:
 
 
 class MemoryTracker:
-    """Subscribes to the engine's ``step_end`` and ``oom`` hooks on creation; ``close()`` unsubscribes.
+    """Installs a step log in the allocator and subscribes to the engine's ``oom`` hook on creation; ``close()``
+    removes both.
 
-    Everything per allocation happens inside the allocator (``engine.memory``): it keeps each live buffer's
-    metadata, the category bytes, the step peak and, when asked, a copy of the live buffers at a peak; the tracker
-    reads these at step boundaries. ``stacks=True`` adds a site recorder to the allocator (each new buffer's user
+    Everything per allocation and per step happens inside the allocator (``engine.memory``): it keeps each live
+    buffer's metadata, the category bytes, the step peak and, when asked, a copy of the live buffers at a peak, and
+    at each step end appends the step's figures to the tracker's ``memory.StepLog``; the tracker processes them in
+    batches. ``stacks=True`` adds a site recorder to the allocator (each new buffer's user
     frames, see ``stacks.StackRecorder``) and ``history`` a ring of its last alloc/free records (saved in snapshots);
     ``stacks=False`` has neither. ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings
     of the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: a "peak" snapshot is
     written when the all-time peak exceeds the last one written by ``peak_growth`` and that was long enough ago.
-    ``host_rss``: follow the process RSS every ``host_every_steps`` steps (a read of /proc and its event cost ~10 µs
-    in a training loop; the leak test's warm-up and window then count samples, not steps). ``batch_steps`` /
-    ``batch_s``: the figures taken at each step end are processed (scalars handed to the writer, leak tests, peak
-    snapshots) every that many steps or seconds, on ``writer.flush()`` (a flowscope writer) and at ``close()``; ``host_attribution``: tracemalloc attribution."""
+    ``host_rss``: follow the process RSS, read when a batch is processed and ``host_every_steps`` steps or
+    ``host_every_s`` seconds passed since the last read (the leak test's warm-up and window then count reads, not
+    steps; a read and its event cost ~60 µs in a training loop). ``batch_steps`` /
+    ``batch_s``: the step ends' figures are processed (scalars handed to the writer, leak tests, peak snapshots)
+    every that many steps or seconds, on ``writer.flush()`` (a flowscope writer), ``snapshot()``, ``pause()`` and
+    ``close()``; ``host_attribution``: tracemalloc attribution."""
 
     def __init__(self, writer: Any, *, history: int = 10_000, stacks: bool = True, stack_depth: int = 4,
                  model: Any = None, leak: LeakSettings | None = LeakSettings(), peak_snapshots: bool = True,
                  peak_snapshot_interval_s: float = 30.0, peak_growth: float = 0.10, host_rss: bool = True,
-                 host_attribution: bool = False, host_every_steps: int = 16, batch_steps: int = 16,
-                 batch_s: float = 0.5) -> None:
+                 host_attribution: bool = False, host_every_steps: int = 64, host_every_s: float = 1.0,
+                 batch_steps: int = 16, batch_s: float = 0.5) -> None:
         if history < 0:
             raise ValueError(f"history must be a number of events >= 0, got {history}")
-        if host_every_steps < 1:
-            raise ValueError(f"host_every_steps must be >= 1, got {host_every_steps}")
-        if batch_steps < 1 or not batch_s >= 0:
-            raise ValueError(f"batch_steps must be >= 1 and batch_s >= 0, got {batch_steps} and {batch_s}")
-        self.batch_steps, self.batch_s = batch_steps, batch_s
+        if host_every_steps < 1 or not host_every_s >= 0:
+            raise ValueError(f"host_every_steps must be >= 1 and host_every_s >= 0, got {host_every_steps} and "
+                             f"{host_every_s}")
         self.writer, self.run_dir = writer, writer.log_dir
         self._add_scalar_rows = getattr(writer, "add_scalar_rows", None)
         self._add_scalar_dict = getattr(writer, "add_scalar_dict", None)
         self.alerts = AlertWriter(self.run_dir)
         self.model, self.leak_settings = model, leak
         self.peak_snapshots, self.peak_snapshot_interval_s, self.peak_growth = peak_snapshots, peak_snapshot_interval_s, peak_growth
-        self.host_every_steps = host_every_steps
+        self.host_every_steps, self.host_every_s = host_every_steps, host_every_s
         self.snapshots: list[str] = []  # paths written, oldest first
         self._stacks = stacks
         # NOTE: the allocator calls it from register(), whose caller is always engine code: start one frame above
@@ -106,12 +108,10 @@ class MemoryTracker:
         self._origin_ns = time.perf_counter_ns()
         self._tallies: dict[str, _Tally] = {}
         self._tags: tuple[str, ...] = ()  # the tags of each step's values: every device's tally.tags and categories
-        self._pending: list[tuple[int, float, list]] = []  # (step, wall time, figures per device) not processed yet
-        self._pending_host: list[tuple[int, float, int]] = []  # (step, wall time, RSS bytes)
-        self._live_signature: tuple | None = None
-        self._live_record: tuple = ()
         # What was live at the last step ends (attribution: groups are summed from these only when a leak is found).
         self._group_history: deque[tuple[int, tuple]] | None = deque(maxlen=leak.window_steps) if leak else None
+        self._steps = memory.StepLog(self._on_batch, batch_steps, batch_s, live=self._group_history)
+        self._host_step, self._host_read_at = -host_every_steps, -float("inf")  # the last RSS read: step, monotonic s
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
         self._failures: set[str] = set()
         self._host_alerted = False
@@ -139,53 +139,26 @@ class MemoryTracker:
         self.alerts.write(oom_alert(event, snapshot, _capture_id(path)))
         self._flush()
 
-    def step_end(self, event: hooks.StepEvent) -> None:
+    def _on_batch(self) -> None:
+        """The allocator's call every ``batch_steps`` steps or ``batch_s`` seconds (a "log" span in a profile)."""
         start = log_start()
-        self._step_end(event)
+        self._process()
         log_end(LOG_SPAN, start)
 
-    def _step_end(self, event: hooks.StepEvent) -> None:
-        """Take the step's figures from the allocator (they are reset for the next step); ``_process`` them every
-        ``batch_steps`` steps or ``batch_s`` seconds, where the code runs warm instead of once per step."""
-        step, wall_time, figures = event.step, time.time(), []
-        for device in memory.devices():
-            tally = self._tallies.get(device)
-            if tally is None:
-                if not memory.allocated_bytes(device):
-                    continue
-                tally = self._tally(device)
-            figures.append((tally, memory.end_step_peak(device, step), memory.live_tensors(device)))
-        pending = self._pending
-        pending.append((step, wall_time, figures))
-        if self._group_history is not None:
-            self._remember_live(step, figures)
-        if self._host is not None and step % self.host_every_steps == 0:
-            self._pending_host.append((step, wall_time, self._host.read_rss()))
-        if len(pending) >= self.batch_steps or wall_time - pending[0][1] >= self.batch_s:
-            self._process()
-
-    def _remember_live(self, step: int, figures: list) -> None:
-        """What is live at this step end, for attribution; the previous record again when the live buffers' count
-        and every device's bytes did not change (then nothing was allocated or freed on balance: the same groups)."""
-        signature = (memory.live_buffer_count(), *[taken[0] for _, taken, _ in figures])
-        if signature != self._live_signature:
-            self._live_signature, self._live_record = signature, memory.live_set()
-        self._group_history.append((step, self._live_record))
-
     def _process(self) -> None:
-        """Scalars, leak tests and peak snapshots of the steps taken since the last call, in step order."""
-        rows, self._pending = self._pending, []
+        """Scalars, leak tests and peak snapshots of the step ends logged since the last call, in step order."""
+        records = self._steps.take()
         tags, batch, steps, walls = self._tags, [], [], []
         observed: dict[_Tally, tuple[list[int], list[int]]] = {}  # each leak window's steps and allocated bytes
-        for step, wall_time, figures in rows:
+        for step, wall_time, figures in _by_step(records, self._tallies, self._tally):
             values: list[float] = []
-            for tally, (allocated, peak, at_peak, now), live_tensors in figures:
+            for tally, allocated, peak, at_peak, live_tensors in figures:
                 tally.allocated = allocated
                 if peak > tally.record_peak:
                     tally.record_peak = peak
                 category_tags = tally.category_tags
-                if len(category_tags) != len(now):  # a category seen for the first time (they are never dropped)
-                    for category in now:
+                if len(category_tags) < len(at_peak):  # a category seen for the first time (they are never dropped)
+                    for category in at_peak:
                         tally.category_tag(category)
                 # NOTE: floats, as the writer keeps them; reserved = allocated on the CPU (no pool). In tally.tags order.
                 values += [float(allocated), float(allocated), float(peak), float(live_tensors)]
@@ -207,8 +180,8 @@ class MemoryTracker:
         for tally, (window_steps, window_values) in observed.items():
             for step, found in tally.window.observe_many(window_steps, window_values):
                 self._report_leak(tally.device, tally, found, step)
-        if self.peak_snapshots and rows:
-            last_step = rows[-1][0]
+        if self.peak_snapshots and records:
+            last_step = records[-1][0]
             for device, tally in self._tallies.items():
                 if tally.armed is not None:  # a capture was asked for (or may have been taken: False)
                     self._take_peak(device, tally, last_step)
@@ -217,17 +190,26 @@ class MemoryTracker:
                 if tally.armed is False or (tally.armed is None and
                                             time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
                     self._arm_peak(device, tally)
-        host_rows, self._pending_host = self._pending_host, []
-        for step, wall_time, rss in host_rows:
-            found = self._host.observe(step, rss)
-            self.writer.add_scalar(HOST_RSS_TAG, float(rss), step, walltime=wall_time)  # its own event
-            if found is not None:
-                self._report_host_growth(found, step)
+        if self._host is not None and records:
+            self._observe_host(records[-1][0])
+
+    def _observe_host(self, step: int) -> None:
+        """The RSS now, as the last ended step's, when ``host_every_steps`` or ``host_every_s`` passed since the last
+        read."""
+        now = time.monotonic()
+        if step - self._host_step < self.host_every_steps and now - self._host_read_at < self.host_every_s:
+            return
+        self._host_step, self._host_read_at = step, now
+        rss = self._host.read_rss()
+        found = self._host.observe(step, rss)
+        self.writer.add_scalar(HOST_RSS_TAG, float(rss), step)  # its own event
+        if found is not None:
+            self._report_host_growth(found, step)
 
     @staticmethod
     def _tags_of(figures: list) -> tuple[str, ...]:
         """The tags of a step's values: each device's four figures then its categories, in the figures' order."""
-        return tuple(tag for tally, _, _ in figures for tag in (*tally.tags, *tally.category_tags.values()))
+        return tuple(tag for figure in figures for tag in (*figure[0].tags, *figure[0].category_tags.values()))
 
     def _log(self, tags: tuple[str, ...], rows: list[list[float]], steps: list[int], walls: list[float]) -> None:
         """Steps' scalars as one queue item when the writer has ``add_scalar_rows``; else one ``add_scalar_dict``
@@ -280,12 +262,14 @@ class MemoryTracker:
         hooks.subscribe(self)
 
     def _attach_recording(self) -> None:
+        memory.add_step_log(self._steps)
         if self._recorder is not None:
             memory.add_site_recorder(self._recorder)
             if self._history.maxlen:
                 memory.add_history_ring(self._history)
 
     def _detach_recording(self) -> None:
+        memory.remove_step_log(self._steps)
         if self._recorder is not None:
             memory.remove_site_recorder(self._recorder)
             memory.remove_history_ring(self._history)
@@ -432,6 +416,24 @@ class MemoryTracker:
         if what not in self._failures:
             self._failures.add(what)
             print(f"flowscope.memory: {message}; further failures of this kind are not reported", file=sys.stderr)
+
+
+def _by_step(records: list[tuple], tallies: dict[str, _Tally], new_tally: Any) -> list[tuple[int, float, list]]:
+    """The allocator's step log records (one per device and step end) as (step, wall time, [(tally, allocated,
+    step peak, categories at the peak, live tensors)]) per step end; a device never allocated on is left out."""
+    steps: list[tuple[int, float, list]] = []
+    last_step, figures = None, []
+    for step, wall_time, device, allocated, peak, at_peak, live_tensors in records:
+        if step != last_step:
+            last_step, figures = step, []
+            steps.append((step, wall_time, figures))
+        tally = tallies.get(device)
+        if tally is None:
+            if not allocated and not peak:
+                continue
+            tally = new_tally(device)
+        figures.append((tally, allocated, peak, at_peak, live_tensors))
+    return steps
 
 
 def _capture_id(path: str | None) -> str | None:

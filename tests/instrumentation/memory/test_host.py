@@ -13,7 +13,7 @@ KEPT_BYTES = 512 * 1024
 
 
 def test_host_leak_found_with_tracemalloc_attribution(make_tracker) -> None:
-    tracker = make_tracker(host_attribution=True, host_every_steps=4)
+    tracker = make_tracker(host_attribution=True, host_every_steps=4, batch_steps=4)
     kept: list[np.ndarray] = []
     line = next(number for number, text in enumerate(Path(__file__).read_text().splitlines(), start=1)
                 if text.startswith("    train(170, on_step="))
@@ -29,7 +29,7 @@ def test_host_leak_found_with_tracemalloc_attribution(make_tracker) -> None:
 
 
 def test_engine_leak_is_not_reported_twice_as_host_growth(make_tracker) -> None:
-    tracker = make_tracker(host_every_steps=4)
+    tracker = make_tracker(host_every_steps=4, batch_steps=4)
     train(170, "prefetch")
     alerts = [a for a in AlertReader(Path(tracker.run_dir) / ALERTS_RELPATH).read() if a.kind == "leak"]
     assert [a.evidence["device"] for a in alerts] == ["cpu"]

@@ -31,12 +31,15 @@ def pair(tmp_path: Path):
     hooks.reset_step(0)
 
 
-def test_only_step_end_and_oom_are_observed(pair) -> None:
+def test_only_oom_is_observed_and_step_ends_come_from_the_allocator(pair) -> None:
     _, boundary = pair
-    owners = {id(getattr(h, "__self__", None)) for h in hooks.alloc + hooks.free}
+    owners = {id(getattr(h, "__self__", None)) for h in hooks.alloc + hooks.free + hooks.step_end}
     assert id(boundary) not in owners
-    assert any(getattr(h, "__self__", None) is boundary for h in hooks.step_end)
     assert any(getattr(h, "__self__", None) is boundary for h in hooks.oom)
+    assert hooks.step_recorder is not None
+    boundary.close()
+    pair[0].close()
+    assert hooks.step_recorder is None  # no step log left: mark_step_end calls nothing
 
 
 def test_scalars_equal_the_event_path(pair) -> None:

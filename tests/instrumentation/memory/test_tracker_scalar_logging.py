@@ -35,7 +35,8 @@ class DictWriter(ScalarOnlyWriter):
 
 def _two_steps(writer) -> MemoryTracker:
     hooks.reset_step(0)
-    tracker = MemoryTracker(writer, stacks=False, leak=None, peak_snapshots=False, host_every_steps=1)
+    tracker = MemoryTracker(writer, stacks=False, leak=None, peak_snapshots=False, host_every_steps=1,
+                            batch_steps=1)
     try:
         kept = []
         for _ in range(2):

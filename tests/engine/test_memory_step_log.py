@@ -1,0 +1,125 @@
+"""engine.memory step logs: the allocator's per-step figures against an alloc/free observer that computes them
+itself; batching, live-set records, several readers, a failing reader."""
+from __future__ import annotations
+
+import gc
+from collections import deque
+
+import numpy as np
+import pytest
+
+import engine
+from engine import hooks, memory
+
+
+class _PeakOracle:
+    """Allocated bytes, the highest within each step and the bytes per category at that moment, from the events."""
+
+    def __init__(self) -> None:
+        self.allocated, self.categories = memory.allocated_bytes("cpu"), memory.category_bytes("cpu")
+        self.peak, self.at_peak = self.allocated, dict(self.categories)
+        self.steps: list[tuple[int, int, int, dict[str, int]]] = []  # (step, allocated, peak, categories at the peak)
+
+    def alloc(self, event: hooks.MemoryEvent) -> None:
+        self.allocated += event.bytes
+        self.categories[event.category] = self.categories.get(event.category, 0) + event.bytes
+        if self.allocated > self.peak:
+            self.peak, self.at_peak = self.allocated, dict(self.categories)
+
+    def free(self, event: hooks.MemoryEvent) -> None:
+        self.allocated -= event.bytes
+        self.categories[event.category] -= event.bytes
+
+    def step_end(self, event: hooks.StepEvent) -> None:
+        self.steps.append((event.step, self.allocated, self.peak, self.at_peak))
+        self.peak, self.at_peak = self.allocated, dict(self.categories)
+
+
+@pytest.fixture()
+def clean():
+    gc.collect()
+    hooks.reset_step(0)
+    yield
+    hooks.reset_step(0)
+
+
+def _steps(count: int, kept: list) -> None:
+    """Steps that allocate temporaries (a rise and fall inside the step) and keep one tensor each."""
+    for step in range(count):
+        hooks.mark_step_begin()
+        x = engine.tensor(np.ones((8, 8 + step), np.float32), requires_grad=True)
+        loss = ((x * 3.0).relu() * x).sum()
+        loss.backward()
+        kept.append(engine.tensor(np.zeros(16 * (step + 1), np.float32)))
+        del x, loss
+        hooks.mark_step_end()
+
+
+def test_records_are_the_step_figures_an_observer_computes(clean) -> None:
+    memory.reset_step_peak("cpu")  # the oracle starts from allocated bytes now
+    oracle = hooks.subscribe(_PeakOracle())
+    batches: list[list[tuple]] = []
+    log = memory.StepLog(lambda: batches.append(log.take()), batch_steps=3, batch_s=3600.0)
+    memory.add_step_log(log)
+    kept: list = []
+    try:
+        _steps(7, kept)
+    finally:
+        memory.remove_step_log(log)
+        hooks.unsubscribe(oracle)
+    assert [len(batch) for batch in batches] == [3, 3]  # the 7th step waits for the next batch
+    records = [record for batch in batches for record in batch] + log.take()
+    assert [r[2] for r in records] == ["cpu"] * 7
+    got = [(step, allocated, peak, {k: v for k, v in at_peak.items() if v}) for step, _, _, allocated, peak, at_peak, _
+           in records]
+    expected = [(step, allocated, peak, {k: v for k, v in at_peak.items() if v}) for step, allocated, peak, at_peak
+                in oracle.steps]
+    assert got == expected
+    assert all(peak > allocated for _, allocated, peak, _ in expected[1:])  # temporaries made each step's peak
+    assert records[-1][6] == memory.live_tensors("cpu")
+    # an observer reading end_step_peak at the same step end gets the same figures
+    assert memory.end_step_peak("cpu", records[-1][0])[:2] == (records[-1][3], records[-1][4])
+    assert hooks.step_recorder is None
+
+
+def test_batches_by_age_and_live_sets_are_reused_while_nothing_changes(clean) -> None:
+    live: deque = deque(maxlen=10)
+    calls: list[int] = []
+    log = memory.StepLog(lambda: calls.append(len(log.take())), batch_steps=100, batch_s=0.0, live=live)
+    memory.add_step_log(log)
+    kept: list = []
+    try:
+        _steps(2, kept)
+        hooks.mark_step_begin()
+        hooks.mark_step_end()  # nothing allocated or freed: the same record
+    finally:
+        memory.remove_step_log(log)
+    assert calls == [1, 1, 1]  # batch_s=0: every step end
+    (_, first), (_, second), (_, third) = live
+    assert len(second) == len(first) + 1 and third is second
+    assert {id(entry) for entry in second} == {id(entry) for entry in memory.live_set()}
+
+
+def test_several_logs_get_the_same_records_and_a_failing_reader_is_reported_once(clean, capsys) -> None:
+    def failing() -> None:
+        raise RuntimeError("reader bug")
+
+    broken, healthy = memory.StepLog(failing, batch_steps=1), memory.StepLog(lambda: None, batch_steps=10)
+    memory.add_step_log(broken)
+    memory.add_step_log(healthy)
+    kept: list = []
+    try:
+        _steps(3, kept)  # training goes on
+    finally:
+        memory.remove_step_log(broken)
+        memory.remove_step_log(healthy)
+    assert broken.take() == healthy.take() and len(kept) == 3
+    err = capsys.readouterr().err
+    assert err.count("step log reader") == 1 and "reader bug" in err and "its records are kept" in err
+
+
+def test_bad_batch_settings_are_named() -> None:
+    with pytest.raises(ValueError, match="batch_steps must be >= 1"):
+        memory.StepLog(lambda: None, batch_steps=0)
+    with pytest.raises(ValueError, match="batch_s >= 0"):
+        memory.StepLog(lambda: None, batch_s=-1.0)
