@@ -110,7 +110,7 @@ _history_append: Callable[[tuple], None] | None = None  # appends to every ring 
 _history_rings: list[Any] = []
 _failed_recorders: set[int] = set()  # ids of site recorders whose failure was reported
 _step_logs: list[StepLog] = []  # add_step_log
-_last_live: tuple = (None, ())  # (live buffer count and bytes per device, live_set()) at the last step end that took one
+_last_live: tuple = (None, ())  # (live buffer count and bytes per device, live_set()) at the last step end taking one
 
 
 def _state(device: str) -> _DeviceState:
@@ -235,11 +235,6 @@ def allocated_bytes(device: str = "cpu") -> int:
     return state.allocated if state is not None else 0
 
 
-def live_buffer_count() -> int:
-    """Buffers alive now on every device (views share their buffer: one each)."""
-    return len(_buffers)
-
-
 def live_tensors(device: str = "cpu") -> int:
     """Tensors alive on ``device`` now: ``stats(device).live_tensors`` without building a MemoryStats."""
     state = _devices.get(device)
@@ -347,13 +342,18 @@ def end_step_peak(device: str = "cpu", step: int | None = None) -> tuple[int, in
     state = _state(device)
     ended = state.ended
     if step is None or ended is None or ended[0] != step:
-        # NOTE: dicts assigned to peak_categories are never changed in place (each reset or peak assigns a new one),
-        # so the figures of this end can refer to them; every reader gets copies.
-        at_peak = state.peak_categories
-        now = state.peak_categories = state.categories.copy()
-        ended = state.ended = (step, state.allocated, state.step_peak, now if state.rising else at_peak, now)
-        state.step_peak, state.rising = state.allocated, False
+        ended = _close_step(state, step)
     return ended[1], ended[2], ended[3].copy(), ended[4].copy()
+
+
+def _close_step(state: _DeviceState, step: int | None) -> tuple:
+    """End ``state``'s step peak: (step, allocated, step peak, categories at the peak, categories now), kept as
+    ``state.ended``; a new step peak starts at the bytes allocated now. NOTE: dicts assigned to peak_categories are
+    never changed in place (each reset or peak assigns a new one), so the figures can refer to them."""
+    now = state.categories.copy()
+    ended = state.ended = (step, state.allocated, state.step_peak, now if state.rising else state.peak_categories, now)
+    state.peak_categories, state.step_peak, state.rising = now, state.allocated, False
+    return ended
 
 
 def arm_peak_capture(device: str, min_bytes: int | None) -> None:
@@ -487,12 +487,8 @@ def _end_step(step: int) -> None:
     global _last_live
     wall_time, signature, records = time.time(), (len(_buffers),), []
     for device, state in _devices.items():
-        now = state.categories.copy()
-        at_peak = now if state.rising else state.peak_categories  # NOTE: never changed in place (see end_step_peak)
-        allocated = state.allocated
-        records.append((step, wall_time, device, allocated, state.step_peak, at_peak, state.live_tensors))
-        state.ended = (step, allocated, state.step_peak, at_peak, now)
-        state.peak_categories, state.step_peak, state.rising = now, allocated, False
+        _, allocated, peak, at_peak, _ = _close_step(state, step)
+        records.append((step, wall_time, device, allocated, peak, at_peak, state.live_tensors))
         signature += (allocated,)
     for log in _step_logs:
         log.records += records

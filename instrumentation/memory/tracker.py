@@ -22,7 +22,7 @@ from instrumentation.memory.trend import Trend, trend
 from instrumentation.profiler.spans import log_end, log_start
 
 HOST_RSS_TAG = "mem/host/rss_bytes"
-LOG_SPAN = "memory tracker"  # its step-end work in a profiler's trace (category "log")
+LOG_SPAN = "memory tracker"  # its batch processing in a profiler's trace (category "log")
 CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
 LEAK_GROUPS_IN_ALERT = 5
 
@@ -40,8 +40,8 @@ class MemoryBreakdown:
 
 
 class _Tally:
-    __slots__ = ("device", "allocated", "record_peak", "pending_peak", "written_peak", "written_at", "window", "alerted", "prefix",
-                 "tags", "category_tags", "armed")
+    __slots__ = ("device", "allocated", "record_peak", "pending_peak", "written_peak", "written_at", "window",
+                 "alerted", "prefix", "tags", "category_tags", "armed")
 
     def __init__(self, device: str, leak: LeakSettings | None) -> None:
         self.device = device
@@ -121,7 +121,7 @@ class MemoryTracker:
             self._arm_peak(device, self._tally(device))
         self._paused = False
         self._attach_recording()
-        # a writer.flush() hands over the steps not processed yet (third-party writers: at most batch_steps/batch_s late)
+        # a writer.flush() hands over the steps not processed yet (third-party writers: up to batch_steps/batch_s late)
         self._on_flush = getattr(writer, "add_flush_callback", None)
         if self._on_flush is not None:
             self._on_flush(self._process)
@@ -151,6 +151,8 @@ class MemoryTracker:
         tags, batch, steps, walls = self._tags, [], [], []
         observed: dict[_Tally, tuple[list[int], list[int]]] = {}  # each leak window's steps and allocated bytes
         for step, wall_time, figures in _by_step(records, self._tallies, self._tally):
+            if not figures:  # no device allocated on yet
+                continue
             values: list[float] = []
             for tally, allocated, peak, at_peak, live_tensors in figures:
                 tally.allocated = allocated
@@ -160,7 +162,7 @@ class MemoryTracker:
                 if len(category_tags) < len(at_peak):  # a category seen for the first time (they are never dropped)
                     for category in at_peak:
                         tally.category_tag(category)
-                # NOTE: floats, as the writer keeps them; reserved = allocated on the CPU (no pool). In tally.tags order.
+                # NOTE: floats, as the writer keeps them; reserved = allocated on the CPU (no pool); tally.tags order
                 values += [float(allocated), float(allocated), float(peak), float(live_tensors)]
                 values += [float(at_peak.get(category, 0)) for category in category_tags]
                 if tally.window is not None:
