@@ -169,10 +169,19 @@ class SystemSampler:
             self._write(now, keep=True)
 
     def close(self) -> None:
-        """Stop the thread and write what was sampled of the current step; the writer stays open. Idempotent."""
+        """Stop the thread and write what was sampled of the current step — with the thread, a last sample when the
+        current step has none yet, so a run shorter than ``interval`` still has a point; the writer stays open.
+        Idempotent."""
+        closing = not self._stop.is_set()
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=max(5.0, 2 * self.interval))
+            if closing and not self._pending:
+                try:
+                    self.tick()
+                except Exception as error:  # noqa: BLE001 - closing must not fail because of a sample
+                    print(f"flowscope.system: the last sample failed ({type(error).__name__}: {error})",
+                          file=sys.stderr)
         if self._pending:
             self._write(time.time())
         if self._nvml is not None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from board.components.scalar_figure import X_TITLES, display_x
+from board.components.scalar_figure import FEW_POINTS, X_TITLES, display_x
 from board.data.system import SystemSeries
 from board.data.views import XAxis
 
@@ -12,7 +12,8 @@ UNITS = {"bytes": ("B", "SI"), "percent": ("%", "none"), "_w": (" W", "none"), "
 
 def system_figure(title: str, lines: list[SystemSeries], x_axis: XAxis) -> dict[str, Any]:
     suffix, exponent = next((u for key, u in UNITS.items() if lines and lines[0].tag.endswith(key)), ("", "none"))
-    return {"data": [{"type": "scatter", "mode": "lines", "name": s.tag.rsplit("/", 1)[-1], "x": display_x(s.x, x_axis),
+    return {"data": [{"type": "scatter", "mode": "lines+markers" if len(s.y) <= FEW_POINTS else "lines",
+                      "name": s.tag.rsplit("/", 1)[-1], "x": display_x(s.x, x_axis),
                       "y": s.y.tolist(), "hovertemplate": f"{s.tag}<br>%{{x}}: %{{y:,.4g}}{suffix}<extra></extra>"}
                      for s in lines],
             "layout": {"title": {"text": title, "font": {"size": 13}, "x": 0.01, "xanchor": "left"}, "height": 300,

@@ -108,6 +108,18 @@ def test_thread_writes_and_close_is_idempotent(tmp_path: Path) -> None:
         assert not sampler._thread.is_alive()
 
 
+def test_a_run_shorter_than_the_interval_gets_a_last_sample_at_close(tmp_path: Path) -> None:
+    hooks.reset_step(5)
+    with SummaryWriter(tmp_path) as writer:
+        sampler = SystemSampler(writer, interval=3600.0, gpus=False)
+        sampler.close()
+        sampler.close()  # idempotent: no second sample
+    hooks.reset_step(0)
+    points = [(value.tag, value.step) for name in os.listdir(tmp_path)
+              for event in EventFileReader(tmp_path / name).read() for value in event.values]
+    assert sorted(points) == [("sys/cpu_percent", 5), ("sys/rss_bytes", 5)]
+
+
 def test_interval_must_be_positive() -> None:
     with pytest.raises(ValueError, match="interval"):
         SystemSampler(writer=None, interval=0)
