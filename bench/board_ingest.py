@@ -284,7 +284,7 @@ def chart_callback_ms(points: int = 10_000_000) -> dict[str, float]:
     values = np.cumsum(np.random.default_rng(0).normal(size=points))
     series = ScalarSeries(ScalarColumns(steps, 1.7e9 + steps * 0.01, values))
     size = event_file.stat().st_size
-    mark = cache.FileMark(event_file.name, size, 0, cache.head_checksum(event_file, size))
+    mark = cache.FileMark(event_file.name, size, 0, cache.prefix_crc32c(event_file, size))
     cache.save(cache.run_cache_dir(cache_root, logdir, "big"), [mark], {"loss": series}, {}, None)
     del series, steps, values
 

@@ -30,15 +30,24 @@ def human_age(wall_time: float | None, now: float | None = None) -> str:
     return f"{seconds:.0f} s ago"
 
 
-def _status(summary: RunSummary) -> list[html.Span]:
-    badges = []
-    if summary.corrupt_records:
-        badges.append(html.Span(f"⚠ {summary.corrupt_records} corrupt record(s)", className="fs-badge fs-badge-warn",
-                                title="some records of this run's files failed their checksum and were skipped"))
+def _status(summary: RunSummary) -> list[html.Span | html.Div]:
+    """One warning badge per reason (corrupt records, unreadable files or directory, a failed read) with its full
+    text as the tooltip, and below them in full the reasons too long for a badge; then the restart badge, or ok."""
+    badges: list[html.Span | html.Div] = []
+    for index, warning in enumerate(summary.warnings):
+        badges.append(html.Span(f"⚠ {_short(warning)}", className="fs-badge fs-badge-warn", title=warning,
+                                id={"type": "runs-warning", "run": summary.name, "index": index}))
     if summary.superseded_points:
         badges.append(html.Span(f"↺ restarted ({summary.superseded_points} points superseded)", className="fs-badge",
                                 title="steps went backwards: points of the abandoned timeline are hidden"))
+    long = [warning for warning in summary.warnings if _short(warning) != warning]
+    if long:
+        badges.append(html.Div("; ".join(long), className="fs-muted fs-run-warnings"))
     return badges or [html.Span("ok", className="fs-badge fs-badge-ok")]
+
+
+def _short(warning: str, limit: int = 60) -> str:
+    return warning if len(warning) <= limit else warning[:limit - 1] + "…"
 
 
 def runs_table(summaries: list[RunSummary], now: float | None = None) -> html.Table:

@@ -48,7 +48,8 @@ class AlertIndex:
             for run in runs:
                 reader = self._readers.get(run)
                 if reader is None:
-                    reader = self._readers[run] = AlertReader(self.store.logdir / run / ALERTS_RELPATH)
+                    reader = self._readers[run] = AlertReader(self.store.logdir / run / ALERTS_RELPATH,
+                                                              root=self.store.logdir)
                     self._alerts[run] = []
                 self._alerts[run].extend(reader.read())
 
@@ -59,6 +60,12 @@ class AlertIndex:
             items = [RunAlert(run, alert) for run, alerts in self._alerts.items() for alert in alerts]
         items = [item for item in items if selection.accepts(item)]
         return sorted(items, key=lambda item: (item.alert.step, item.run, item.alert.wall_time))
+
+    def problems(self) -> dict[str, str]:
+        """Run → why its alerts file was not read (a link leading outside the log directory, not a regular file,
+        unreadable), for the runs whose file could not be read at the last refresh."""
+        with self._lock:
+            return {run: reader.problem for run, reader in sorted(self._readers.items()) if reader.problem}
 
     def kinds(self) -> list[str]:
         with self._lock:

@@ -17,6 +17,7 @@ class RunLocation:
     name: str  # relative path with "/" separators; "." for event files directly in the log directory
     path: Path
     event_files: tuple[str, ...]  # file names in read order (TensorBoard's names sort by creation time)
+    problem: str | None = None  # why the directory could not be listed (it is then a run with no files)
 
 
 def run_group(name: str) -> str:
@@ -26,7 +27,10 @@ def run_group(name: str) -> str:
 
 
 def discover_runs(logdir: Path) -> dict[str, RunLocation]:
-    """Every run under `logdir`, by name. Links that lead outside the log directory are not followed."""
+    """Every run under `logdir`, by name. Links that lead outside the log directory are not followed.
+
+    A directory that cannot be listed (no permission) may hold event files: it is returned as a run whose `problem`
+    says so, never left out silently."""
     root = logdir.resolve()
     runs: dict[str, RunLocation] = {}
     if not root.is_dir():
@@ -42,7 +46,11 @@ def discover_runs(logdir: Path) -> dict[str, RunLocation]:
         files: list[str] = []
         try:
             entries = list(os.scandir(directory))
-        except OSError:  # deleted or unreadable while we looked
+        except (FileNotFoundError, NotADirectoryError):  # deleted while we looked
+            continue
+        except OSError as error:
+            name = _run_name(root, directory)
+            runs[name] = RunLocation(name, directory, (), f"directory not readable: {error.strerror or error}")
             continue
         for entry in entries:
             try:
@@ -53,7 +61,11 @@ def discover_runs(logdir: Path) -> dict[str, RunLocation]:
             except OSError:
                 continue
         if files:
-            relative = directory.relative_to(root).as_posix()
-            name = ROOT_RUN if relative == "." else relative
+            name = _run_name(root, directory)
             runs[name] = RunLocation(name, directory, tuple(sorted(files)))
     return runs
+
+
+def _run_name(root: Path, directory: Path) -> str:
+    relative = directory.relative_to(root).as_posix()
+    return ROOT_RUN if relative == "." else relative

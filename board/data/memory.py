@@ -96,7 +96,7 @@ def snapshot_headers(store: LogdirStore, run: str) -> list[tuple[SnapshotFile, S
             known = key in _headers
             header = _headers.get(key)
         if not known:
-            header = read_snapshot_header(snapshot.path)
+            header = read_snapshot_header(snapshot.path, root=store.logdir)
             with _headers_lock:
                 if len(_headers) > 4096:
                     _headers.clear()
@@ -122,7 +122,7 @@ class SnapshotCache:
         with self._lock:
             cached = self._entries.get(key)
         if cached is None:
-            cached = read_snapshot(found[0].path)
+            cached = read_snapshot(found[0].path, root=store.logdir)
             with self._lock:
                 self._entries[key] = cached
                 while len(self._entries) > self.max_entries:
@@ -132,7 +132,7 @@ class SnapshotCache:
 
 def memory_alerts(store: LogdirStore, run: str) -> list[Alert]:
     """The run's oom/leak/fragmentation alerts, newest first."""
-    alerts = AlertReader(run_dir(store, run) / ALERTS_RELPATH).read()
+    alerts = AlertReader(run_dir(store, run) / ALERTS_RELPATH, root=store.logdir).read()
     return sorted((a for a in alerts if a.kind in MEMORY_ALERT_KINDS), key=lambda a: (-a.step, -a.wall_time))
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat as stat_module
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from pathlib import Path
 from board.data.discovery import ROOT_RUN
 from instrumentation.format import trace as fmt
 from instrumentation.format import trace_sidecar
+from instrumentation.format.confined import read_regular
 from instrumentation.format.trace_columns import TraceColumns, columns_from_trace
 
 CACHED_TRACES = 4
@@ -19,7 +21,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Capture:
-    """One trace file. ``key`` identifies it in the UI; files are only ever found through ``find_captures``."""
+    """One trace file. ``key`` identifies it in the UI; files are only ever found through ``find_captures``, and
+    opened only below ``root`` (the resolved log directory), never through a link leading outside it."""
 
     run: str         # relative path of the run directory ("." for the log directory itself)
     capture_id: str  # flowscope: the capture directory's name; torch: the file name
@@ -27,10 +30,15 @@ class Capture:
     source: str      # "flowscope" | "torch"
     size_bytes: int
     mtime: float
+    root: Path
 
     @property
     def key(self) -> str:
         return f"{self.run}\x1f{self.capture_id}\x1f{self.path.name}"
+
+    def read_bytes(self) -> bytes:
+        """The trace file's bytes (for download), opened as ``root`` allows."""
+        return read_regular(self.path, self.root)
 
     @property
     def label(self) -> str:
@@ -52,7 +60,7 @@ def find_captures(logdir: Path) -> dict[str, Capture]:
             path = here / name
             try:
                 stat = path.stat()
-                if not path.resolve().is_relative_to(root):
+                if not stat_module.S_ISREG(stat.st_mode) or not path.resolve().is_relative_to(root):
                     continue
             except OSError:
                 continue
@@ -64,7 +72,8 @@ def find_captures(logdir: Path) -> dict[str, Capture]:
             else:
                 continue
             run = run_dir.relative_to(root).as_posix()
-            found.append(Capture(ROOT_RUN if run == "." else run, capture_id, path, source, stat.st_size, stat.st_mtime))
+            found.append(Capture(ROOT_RUN if run == "." else run, capture_id, path, source, stat.st_size, stat.st_mtime,
+                                 root))
     found.sort(key=lambda c: (-c.mtime, c.run, c.capture_id))
     return {capture.key: capture for capture in found}
 
@@ -74,7 +83,7 @@ def load_sidecar(capture: Capture) -> TraceColumns | None:
     if capture.source != "flowscope":
         return None
     try:
-        return trace_sidecar.read_sidecar(capture.path)
+        return trace_sidecar.read_sidecar(capture.path, capture.root)
     except FileNotFoundError:
         return None
     except (trace_sidecar.SidecarError, OSError) as error:
@@ -99,7 +108,7 @@ class TraceCache:
                 return self._entries[key]
         columns = load_sidecar(capture) if self.use_sidecar else None
         if columns is None:
-            columns = columns_from_trace(fmt.read_trace(capture.path))
+            columns = columns_from_trace(fmt.read_trace(capture.path, capture.root))
         with self._lock:
             self._entries[key] = columns
             while len(self._entries) > self.size:
@@ -111,14 +120,16 @@ class CaptureRequestsDisabled(PermissionError):
     """The board may not write into the log directory (``--read-only``, or no token on a non-loopback host)."""
 
 
-def request_capture(run_dirs: dict[str, Path], run: str, steps: int, allowed: bool) -> fmt.CaptureRequest:
+def request_capture(run_dirs: dict[str, Path], run: str, steps: int, allowed: bool, logdir: Path
+                    ) -> fmt.CaptureRequest:
     """The Capture button: ask the process writing ``run`` for ``steps`` steps.
 
     ``run`` is looked up among the known run directories (never joined onto a path); the only file written is
-    ``<run>/plugins/profile/capture_request.json`` (see ``instrumentation.format.trace``)."""
+    ``<run>/plugins/profile/capture_request.json`` (see ``instrumentation.format.trace``), never through a link
+    leading outside ``logdir``."""
     if not allowed:
         raise CaptureRequestsDisabled("this board is read-only: capture requests are disabled")
     run_dir = run_dirs.get(run)
     if run_dir is None:
         raise KeyError(f"unknown run {run!r}")
-    return fmt.write_capture_request(run_dir, int(steps))
+    return fmt.write_capture_request(run_dir, int(steps), root=logdir)

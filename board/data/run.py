@@ -34,6 +34,7 @@ class RunSummary:
     corrupt_records: int
     superseded_points: int  # dropped by the restart rule
     files: int
+    warnings: tuple[str, ...]  # why some of the run may be missing: unreadable files, corrupt data, a failed read
 
 
 class _FileTail:
@@ -61,6 +62,10 @@ class RunState:
         self.last_update: float | None = None
         self._cache_dir = cache_dir
         self._cached_points = 0
+        self._file_problems: dict[str, str] = {}  # file name → why it could not be read at the last attempt
+        self.directory_problem: str | None = None  # set by the store from discovery: the directory is not listable
+        self.failure: str | None = None  # set by the store: the last refresh raised (and why)
+        self.failed_marks: tuple[tuple[str, int, int], ...] = ()  # the event files' state when it did
         if cache_dir is not None:
             self._restore(cache_dir)
 
@@ -89,7 +94,7 @@ class RunState:
         for name, tail in self._files.items():
             try:
                 marks.append(cache.FileMark(name, tail.reader.offset, tail.reader.corrupt_records,
-                                            cache.head_checksum(self.path / name, tail.reader.offset)))
+                                            cache.prefix_crc32c(self.path / name, tail.reader.offset)))
             except OSError:
                 return
         try:
@@ -119,16 +124,20 @@ class RunState:
                 if tail is None:
                     tail = self._files[name] = _FileTail(path)
                 size = path.stat().st_size
-            except OSError:  # deleted between discovery and now
+                if size == tail.size:
+                    continue
+                while (batch := tail.reader.read_columns(max_records=READ_BATCH)).records:
+                    histograms = _histograms_by_tag(batch)
+                    with lock:
+                        self._ingest(batch, histograms)
+                    changed = True
+            except FileNotFoundError:  # deleted between discovery and now
                 continue
-            if size == tail.size:
+            except OSError as error:  # unreadable (permissions, I/O error): the other files are read all the same
+                self._file_problems[name] = f"{name}: not readable ({error.strerror or error})"
                 continue
-            tail.size = size
-            while (batch := tail.reader.read_columns(max_records=READ_BATCH)).records:
-                histograms = _histograms_by_tag(batch)
-                with lock:
-                    self._ingest(batch, histograms)
-                changed = True
+            tail.size = size  # NOTE: only after a complete read, so that a file readable again is read again
+            self._file_problems.pop(name, None)
         return changed
 
     def _needs_reset(self, event_files: tuple[str, ...]) -> bool:
@@ -187,6 +196,21 @@ class RunState:
     def corrupt_records(self) -> int:
         return sum(tail.reader.corrupt_records for tail in self._files.values())
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Human lines, one per reason some of the run may be missing or wrong."""
+        lines = [] if self.directory_problem is None else [self.directory_problem]
+        lines += [self._file_problems[name] for name in sorted(self._file_problems)]
+        for name, tail in sorted(self._files.items()):
+            problem = getattr(tail.reader, "problem", None)  # TODO(fix15-reader): EventFileReader.problem
+            if problem:
+                lines.append(f"{name}: {problem}")
+        if self.corrupt_records:
+            lines.append(f"{self.corrupt_records} corrupt record(s) skipped")
+        if self.failure is not None:
+            lines.append(f"reading stopped: {self.failure}")
+        return tuple(lines)
+
     def summary(self) -> RunSummary:
         steps = [s.last_step for s in (*self.scalars.values(), *self.histograms.values()) if s.last_step is not None]
         return RunSummary(
@@ -201,6 +225,7 @@ class RunState:
             corrupt_records=self.corrupt_records,
             superseded_points=sum(s.superseded for s in (*self.scalars.values(), *self.histograms.values())),
             files=len(self._files),
+            warnings=self.warnings,
         )
 
 
@@ -227,10 +252,13 @@ def _size_on_disk(path: Path) -> int:
                 total += entry.stat().st_size
         except OSError:
             continue
-    for directory, _, names in os.walk(path / "plugins"):
+    plugins = path / "plugins"
+    if plugins.is_symlink():  # NOTE: links are not followed (they may lead outside the log directory)
+        return total
+    for directory, _, names in os.walk(plugins):
         for name in names:
             try:
-                total += os.stat(os.path.join(directory, name)).st_size
+                total += os.stat(os.path.join(directory, name), follow_symlinks=False).st_size
             except OSError:
                 continue
     return total

@@ -33,6 +33,18 @@ def _unread_bytes(run: RunLocation, cache_root: Path, logdir: Path) -> int:
     return total
 
 
+def _file_marks(location: RunLocation) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime_ns) of each event file: what a failed run waits to see change before it is read again."""
+    marks = []
+    for name in location.event_files:
+        try:
+            stat = (location.path / name).stat()
+        except OSError:
+            continue
+        marks.append((name, stat.st_size, stat.st_mtime_ns))
+    return tuple(marks)
+
+
 class UnknownSeries(KeyError):
     """A run or tag that the log directory does not hold (the API answers 404)."""
 
@@ -62,33 +74,59 @@ class LogdirStore:
 
     # ---- refreshing -----------------------------------------------------------------------------------
     def refresh(self) -> None:
-        """One pass: discover runs, drop deleted ones, read what each run's files gained."""
+        """One pass: discover runs, drop deleted ones, read what each run's files gained.
+
+        Each run is read on its own: one that raises is kept (with what it had) and listed with a warning, the
+        others are read all the same, and it is tried again only once its files change."""
         started = time.perf_counter()
         locations = discover_runs(self.logdir)
         with self._lock:
             for name in set(self._runs) - set(locations):
                 del self._runs[name]
                 self._summaries.pop(name, None)
-        self._decode_in_workers([locations[name] for name in sorted(set(locations) - set(self._runs))])
+        self._decode_in_workers([locations[name] for name in sorted(set(locations) - set(self._runs))
+                                 if locations[name].event_files])
         for name, location in sorted(locations.items()):
-            run = self._runs.get(name)
+            run = self._refresh_run(self._runs.get(name), location)
             if run is None:
-                cache_dir = run_cache_dir(self.cache_root, self.logdir, name) if self.cache_root else None
-                run = RunState(name, run_group(name), location.path, cache_dir)
-            try:
-                run.refresh(location.event_files, self._lock)
-            except OSError as error:  # the run vanished mid-read; the next pass sees it gone
-                log.info("run %s: %s", name, error)
                 continue
-            run.save_cache_if_grown()
             summary = run.summary()
             with self._lock:
+                previous = self._summaries.get(name)
                 self._runs[name] = run
                 self._summaries[name] = summary
+            for line in set(summary.warnings) - set(previous.warnings if previous else ()):
+                log.warning("run %s: %s", name, line)  # once per warning, not once per pass
         self.last_refresh_seconds = time.perf_counter() - started
         if self.refreshes == 0:
             self.first_load_seconds = self.last_refresh_seconds
         self.refreshes += 1
+
+    def _refresh_run(self, run: RunState | None, location: RunLocation) -> RunState | None:
+        """The run after reading what its files gained; None when it vanished while being read."""
+        if run is not None and run.failure is not None and _file_marks(location) == run.failed_marks:
+            run.directory_problem = location.problem
+            return run  # it failed on these very bytes: wait for them to change
+        try:
+            if run is None:
+                cache_dir = run_cache_dir(self.cache_root, self.logdir, location.name) if self.cache_root else None
+                run = RunState(location.name, run_group(location.name), location.path, cache_dir)
+            run.directory_problem = location.problem
+            run.refresh(location.event_files, self._lock)
+            run.save_cache_if_grown()
+        except Exception as error:  # NOTE: one run's failure must not stop the others from loading
+            if isinstance(error, FileNotFoundError) and not location.path.exists():
+                return None  # the run was deleted mid-read; the next pass no longer finds it
+            if run is None:  # it failed before reading anything
+                run = RunState(location.name, run_group(location.name), location.path)
+                run.directory_problem = location.problem
+            if run.failure is None:
+                log.debug("run %s failed", location.name, exc_info=error)
+            run.failure = f"{type(error).__name__}: {error}"
+            run.failed_marks = _file_marks(location)
+        else:
+            run.failure = None
+        return run
 
     def _decode_in_workers(self, new_runs: list[RunLocation]) -> None:
         """Decode large new runs into the cache in worker processes, then let this pass map their results.

@@ -13,15 +13,23 @@ from board.data.discovery import discover_runs, run_group
 from board.data.run import RunState
 
 
-def load_into_cache(logdir: Path, cache_root: Path, runs: list[str]) -> None:
+def load_into_cache(logdir: Path, cache_root: Path, runs: list[str]) -> list[str]:
+    """Decode `runs` into the cache, each on its own: one that fails is reported (one line on stderr) and left
+    uncached for the board to read itself, and the others are decoded all the same. Returns the failed runs."""
     locations = discover_runs(logdir)
+    failed = []
     for name in runs:
         location = locations.get(name)
         if location is None:
             continue
-        state = RunState(name, run_group(name), location.path, run_cache_dir(cache_root, logdir, name))
-        state.refresh(location.event_files)
-        state.save_cache_if_grown()
+        try:
+            state = RunState(name, run_group(name), location.path, run_cache_dir(cache_root, logdir, name))
+            state.refresh(location.event_files)
+            state.save_cache_if_grown()
+        except Exception as error:  # NOTE: the board reads this run itself and shows why it failed
+            print(f"board worker: run {name}: {type(error).__name__}: {error}", file=sys.stderr)
+            failed.append(name)
+    return failed
 
 
 def main(argv: list[str]) -> int:

@@ -133,8 +133,12 @@ def register_callbacks(app: Dash) -> None:
         if capture is None:
             return no_update
         run = capture.run.replace("/", "_")
-        return dcc.send_file(str(capture.path), filename=f"{run}_{capture.capture_id}_{capture.path.name}"
-                             if capture.source == "flowscope" else capture.path.name)
+        try:
+            data = capture.read_bytes()
+        except OSError:
+            return no_update
+        return dcc.send_bytes(data, filename=f"{run}_{capture.capture_id}_{capture.path.name}"
+                              if capture.source == "flowscope" else capture.path.name)
 
     @app.callback(Output("profile-capture-status", "children"), Input("profile-capture-button", "n_clicks"),
                   Input("profile-poll", "n_intervals"), State("profile-request-run", "value"),
@@ -148,11 +152,12 @@ def register_callbacks(app: Dash) -> None:
             return "no run to capture"
         if dash.ctx.triggered_id == "profile-capture-button" and clicks:
             try:
-                request = request_capture(run_dirs, run, int(steps or 0), context.config.allows_capture_requests)
+                request = request_capture(run_dirs, run, int(steps or 0), context.config.allows_capture_requests,
+                                          context.store.logdir)
             except (ValueError, KeyError, OSError, CaptureRequestsDisabled) as error:
                 return f"capture request failed: {error}"
             return f"requested {request.steps} steps of {run}; waiting for the training process…"
-        status = fmt.read_capture_status(run_dirs[run])
+        status = fmt.read_capture_status(run_dirs[run], root=context.store.logdir)
         return {"none": "", "pending": f"requested {status.steps} steps of {run}; waiting for the training process…",
                 "running": f"{run} is recording {status.steps} steps…",
                 "done": f"capture {status.capture_id} of {run} is ready",

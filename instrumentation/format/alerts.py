@@ -9,6 +9,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from instrumentation.format.confined import open_regular
+
 ALERTS_RELPATH = os.path.join("plugins", "alerts", "alerts.jsonl")
 SEVERITIES = ("info", "warning", "error")
 KINDS = ("nonfinite", "exploding_gradient", "vanishing_gradient", "dead_units", "loss_spike", "leak", "oom",
@@ -89,20 +91,28 @@ class AlertReader:
     """Incremental reader of an alerts file: ``read()`` returns the alerts appended since the last call.
 
     A last line without its newline (a writer mid-write) is left for the next call; a malformed line is
-    skipped and counted in ``malformed_lines``."""
+    skipped and counted in ``malformed_lines``. Only a regular file is read (with ``root``: one not reached through
+    a link leading outside ``root``); when the file cannot be read, ``problem`` says why and ``read()`` returns []."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> None:
         self.path = os.fspath(path)
+        self.root = root
         self.offset = 0
         self.malformed_lines = 0
+        self.problem: str | None = None
 
     def read(self) -> list[Alert]:
         try:
-            with open(self.path, "rb") as handle:
+            with open_regular(self.path, self.root) as handle:
                 handle.seek(self.offset)
                 data = handle.read()
         except FileNotFoundError:
+            self.problem = None
             return []
+        except OSError as error:
+            self.problem = str(error)
+            return []
+        self.problem = None
         end = data.rfind(b"\n")
         if end < 0:
             return []

@@ -3,12 +3,15 @@ writer and reader shared by the memory tracker and the board."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TextIO
+
+from instrumentation.format.confined import open_regular
 
 SNAPSHOT_RELDIR = os.path.join("plugins", "memory")
 SNAPSHOT_SUFFIX = ".snapshot.json.gz"
@@ -132,11 +135,17 @@ _HEADER_READ_BYTES = 4096
 _BLOCKS_KEY = ',"blocks":'
 
 
-def read_snapshot_header(path: str | os.PathLike[str]) -> SnapshotHeader | None:
+def _open_text(path: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> TextIO:
+    """The decompressed text of a snapshot file (a regular file; with ``root``, one that stays below it)."""
+    return io.TextIOWrapper(gzip.GzipFile(fileobj=open_regular(path, root), mode="rb"), encoding="utf-8")
+
+
+def read_snapshot_header(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None
+                         ) -> SnapshotHeader | None:
     """Device, reason, step, wall time and allocator figures without reading the blocks: ``write_snapshot`` puts
-    them first. None when the file does not start that way (then read the whole snapshot)."""
+    them first. None when the file does not start that way (then read the whole snapshot) or cannot be read."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
+        with _open_text(path, root) as handle:
             head = handle.read(_HEADER_READ_BYTES)
         end = head.find(_BLOCKS_KEY)
         if end < 0:
@@ -185,13 +194,16 @@ def write_snapshot(run_dir: str | os.PathLike[str], snapshot: MemorySnapshot, ca
     return path
 
 
-def read_snapshot(path: str | os.PathLike[str]) -> MemorySnapshot:
-    """Parse one snapshot file; ValueError naming the file when it is not gzip JSON of this schema."""
+def read_snapshot(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> MemorySnapshot:
+    """Parse one snapshot file; ValueError naming the file when it cannot be read (not a regular file, or with
+    ``root`` a link leading outside it) or is not gzip JSON of this schema."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
+        with _open_text(path, root) as handle:
             record = json.load(handle)
-    except (OSError, EOFError, ValueError) as error:
+    except (gzip.BadGzipFile, EOFError, ValueError) as error:
         raise ValueError(f"{os.fspath(path)}: not a gzip JSON memory snapshot ({error})") from error
+    except OSError as error:
+        raise ValueError(f"{os.fspath(path)}: unreadable memory snapshot ({error})") from error
     if not isinstance(record, dict):
         raise ValueError(f"{os.fspath(path)}: a memory snapshot is a JSON object, got {type(record).__name__}")
     try:

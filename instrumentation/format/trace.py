@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from instrumentation.format.confined import open_regular, write_atomic
 from instrumentation.format.gcpause import gc_paused
 
 try:  # NOTE: orjson parses a 1M-event trace ~1.5x faster than json (bench/profiler_overhead.py); optional.
@@ -108,10 +109,12 @@ def write_trace(path: str | os.PathLike[str], trace: dict[str, Any] | bytes) -> 
     return len(data)
 
 
-def read_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A Chrome trace (gzip or plain JSON, object or bare event list) as ``{"traceEvents": [...], ...}``."""
+def read_trace(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """A Chrome trace (gzip or plain JSON, object or bare event list) as ``{"traceEvents": [...], ...}``.
+
+    Only a regular file is read; with ``root``, only one not reached through a link leading outside ``root``."""
     path = os.fspath(path)
-    with open(path, "rb") as handle:
+    with open_regular(path, root) as handle:
         data = handle.read()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
@@ -177,23 +180,20 @@ def request_path(run_dir: str | os.PathLike[str], name: str = CAPTURE_REQUEST_NA
     return os.path.join(os.fspath(run_dir), PROFILE_RELDIR, name)
 
 
-def write_capture_request(run_dir: str | os.PathLike[str], steps: int) -> CaptureRequest:
+def write_capture_request(run_dir: str | os.PathLike[str], steps: int,
+                          root: str | os.PathLike[str] | None = None) -> CaptureRequest:
     """Ask the training process writing ``run_dir`` (an existing directory) to record ``steps`` steps.
 
     Writes only ``<run>/plugins/profile/capture_request.json`` (through a temporary file in the same folder,
-    renamed into place), creating ``plugins/profile`` when missing."""
+    renamed into place), creating ``plugins/profile`` when missing. Nothing is written through a link that leads
+    outside ``root`` (default: ``run_dir``), and a link at the request's own name is replaced, not followed."""
     run_dir = os.fspath(run_dir)
     if not os.path.isdir(run_dir):
         raise FileNotFoundError(f"capture request: run directory {run_dir} does not exist")
     if not isinstance(steps, int) or not 1 <= steps <= MAX_REQUEST_STEPS:
         raise ValueError(f"capture request: steps must be an integer in 1..{MAX_REQUEST_STEPS}, got {steps!r}")
     request = CaptureRequest(uuid.uuid4().hex, steps, time.time())
-    path = request_path(run_dir)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(request.to_json())
-    os.replace(temporary, path)
+    write_atomic(request_path(run_dir), request.to_json().encode(), run_dir if root is None else root)
     return request
 
 
@@ -210,20 +210,21 @@ def write_capture_outcome(run_dir: str | os.PathLike[str], request: CaptureReque
     os.replace(temporary, path)
 
 
-def read_capture_status(run_dir: str | os.PathLike[str]) -> CaptureStatus:
-    """The newest of pending / running / finished for ``run_dir``; unreadable files count as absent."""
+def read_capture_status(run_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> CaptureStatus:
+    """The newest of pending / running / finished for ``run_dir``; unreadable files count as absent (as do files
+    that are not regular, or with ``root`` are reached through a link leading outside it)."""
     for name, state in ((CAPTURE_REQUEST_NAME, "pending"), (CAPTURE_RUNNING_NAME, "running")):
         try:
-            with open(request_path(run_dir, name), encoding="utf-8") as handle:
+            with open_regular(request_path(run_dir, name), root) as handle:
                 request = CaptureRequest.from_json(handle.read())
             return CaptureStatus(state, request.request_id, request.steps)
         except (OSError, ValueError):
             continue
     try:
-        with open(request_path(run_dir, CAPTURE_DONE_NAME), encoding="utf-8") as handle:
+        with open_regular(request_path(run_dir, CAPTURE_DONE_NAME), root) as handle:
             record = json.load(handle)
         return CaptureStatus(str(record.get("state", "done")), str(record.get("request_id", "")),
                              int(record.get("steps", 0)), str(record.get("capture_id", "")),
                              str(record.get("message", "")))
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, AttributeError):
         return CaptureStatus("none")

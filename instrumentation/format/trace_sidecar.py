@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from instrumentation.format import trace as fmt
+from instrumentation.format.confined import open_regular
 from instrumentation.format.trace_columns import OpColumns, SpanColumns, TraceColumns
 
 SIDECAR_SUFFIX = ".columns.npz"
@@ -71,19 +72,20 @@ def write_sidecar(path: str | os.PathLike[str], columns: TraceColumns, trace_byt
     return os.path.getsize(path)
 
 
-def read_sidecar(trace_path: str | os.PathLike[str]) -> TraceColumns:
+def read_sidecar(trace_path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> TraceColumns:
     """The columns of ``trace_path`` from its sidecar; ``FileNotFoundError`` when there is none, ``SidecarError``
-    when it is corrupt, of another version, or recorded for other trace bytes (stale or mismatched)."""
+    when it is corrupt, of another version, or recorded for other trace bytes (stale or mismatched). Both files are
+    opened as regular files only, and with ``root`` only when not reached through a link leading outside it."""
     path = sidecar_path(trace_path)
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        with open_regular(path, root) as handle, np.load(handle, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
     except FileNotFoundError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as error:
         raise SidecarError(f"{path}: unreadable sidecar ({type(error).__name__}: {error})") from None
     header = _header(path, arrays)
-    _check_identity(path, os.fspath(trace_path), header)
+    _check_identity(path, os.fspath(trace_path), header, root)
     _check_arrays(path, arrays, header)
     names = header["span_names"]
     span_names = tuple(np.array(names, dtype=object)[arrays["span_name"]].tolist()) if names else ()
@@ -121,13 +123,13 @@ def _header(path: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     return header
 
 
-def _check_identity(path: str, trace_path: str, header: dict[str, Any]) -> None:
+def _check_identity(path: str, trace_path: str, header: dict[str, Any], root: str | os.PathLike[str] | None) -> None:
     """Size first (a stat), then the digest of the trace's bytes: a rewritten or swapped trace is caught."""
-    size = os.path.getsize(trace_path)
-    if header.get("trace_bytes") != size:
-        raise SidecarError(f"{path}: stale, recorded for a {header.get('trace_bytes')}-byte trace, "
-                           f"{trace_path} has {size} bytes")
-    with open(trace_path, "rb") as handle:
+    with open_regular(trace_path, root) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if header.get("trace_bytes") != size:
+            raise SidecarError(f"{path}: stale, recorded for a {header.get('trace_bytes')}-byte trace, "
+                               f"{trace_path} has {size} bytes")
         digest = trace_digest(handle.read())
     if header.get("trace_blake2b") != digest:
         raise SidecarError(f"{path}: stale, the digest of {trace_path} differs from the recorded one")

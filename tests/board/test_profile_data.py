@@ -92,14 +92,14 @@ def test_capture_requests_only_into_known_runs_and_only_when_allowed(tmp_path: P
     run_dir = tmp_path / "logs" / "run"
     run_dir.mkdir(parents=True)
     run_dirs = {"run": run_dir}
-    request = request_capture(run_dirs, "run", 3, allowed=True)
+    request = request_capture(run_dirs, "run", 3, allowed=True, logdir=tmp_path / "logs")
     assert fmt.read_capture_status(run_dir).request_id == request.request_id
     assert sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")) == [
         "plugins", "plugins/profile", "plugins/profile/capture_request.json"]
     with pytest.raises(KeyError, match="unknown run '../run'"):
-        request_capture(run_dirs, "../run", 3, allowed=True)
+        request_capture(run_dirs, "../run", 3, allowed=True, logdir=tmp_path / "logs")
     with pytest.raises(CaptureRequestsDisabled, match="read-only"):
-        request_capture(run_dirs, "run", 3, allowed=False)
+        request_capture(run_dirs, "run", 3, allowed=False, logdir=tmp_path / "logs")
     assert BoardConfig(logdir=tmp_path).allows_capture_requests
     assert not BoardConfig(logdir=tmp_path, read_only=True).allows_capture_requests
     assert not BoardConfig(logdir=tmp_path, host="0.0.0.0").allows_capture_requests
