@@ -26,8 +26,6 @@ def _inside(path: str, root: str | os.PathLike[str]) -> tuple[str, list[str]]:
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
         raise RefusedFile(f"{path}: not opened, it leads outside {real_root} (to {real})")
     parts = [] if real == real_root else os.path.relpath(real, real_root).split(os.sep)
-    if not parts:
-        raise RefusedFile(f"{path}: not opened, it is the directory {real_root} itself")
     return real_root, parts
 
 
@@ -62,6 +60,8 @@ def open_regular(path: str | os.PathLike[str], root: str | os.PathLike[str] | No
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     else:
         real_root, parts = _inside(path, root)
+        if not parts:
+            raise RefusedFile(f"{path}: not opened, it is the directory {real_root} itself")
         parent = _open_parent(real_root, parts)
         try:
             mode = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode
@@ -94,7 +94,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, root: str | os.PathL
     the temporary file is created exclusively (never through a link) and the rename replaces a link at `path`
     instead of writing where it points."""
     path = os.fspath(path)
-    real_root, parts = _inside(path, root)
+    real_root, parts = _inside(os.path.dirname(path), root)  # NOTE: a link at `path` itself is replaced: not resolved
+    parts.append(os.path.basename(path))
     parent = _open_parent(real_root, parts, create=True)
     temporary = f"{parts[-1]}.tmp-{os.getpid()}"
     try:

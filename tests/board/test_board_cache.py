@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from board.data.store import LogdirStore
 from board_helpers import scalar_record, version_record, write_scalars
@@ -61,3 +62,34 @@ def test_worker_processes_decode_the_same_points(tmp_path: Path, monkeypatch) ->
     for run, values in expected.items():
         np.testing.assert_array_equal(parallel.scalars(run, "loss")[0].values, values)
         assert parallel.scalars(run, "loss")[0].steps.tolist() == list(range(300))
+
+
+def test_an_in_place_edit_past_the_first_4_kib_at_the_same_length_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    logdir, cache_root = tmp_path / "logs", tmp_path / "cache"
+    path = logdir / "run" / EVENTS
+    path.parent.mkdir(parents=True)
+    records = [scalar_record("x", s, 1.0) for s in range(400)]
+    path.write_bytes(version_record() + b"".join(records))
+    assert len(store(logdir, cache_root).scalars("run", "x")[0]) == 400
+    assert len(list(cache_root.glob("*/*/manifest.json"))) == 1
+    # The same record rewritten with another value, far past 4 KiB and in place: same length, same size.
+    edited = version_record() + b"".join(records[:350]) + scalar_record("x", 350, 9.0) + b"".join(records[351:])
+    assert len(edited) == path.stat().st_size and edited.index(scalar_record("x", 350, 9.0)) > 3 * 4096
+    with open(path, "r+b") as file:
+        file.write(edited)
+    values = store(logdir, cache_root).scalars("run", "x")[0].values
+    assert values[350] == 9.0 and values.tolist().count(1.0) == 399
+
+
+def test_the_cache_hashes_every_byte_it_read_and_only_those(tmp_path: Path) -> None:
+    from google_crc32c import value as crc32c
+
+    from board.data.cache import PREFIX_CHUNK_BYTES, prefix_crc32c
+
+    path = tmp_path / "file"
+    data = np.random.default_rng(1).integers(0, 256, PREFIX_CHUNK_BYTES + 5000, dtype=np.uint8).tobytes()
+    path.write_bytes(data)
+    for length in (0, 1, 4097, PREFIX_CHUNK_BYTES, PREFIX_CHUNK_BYTES + 4000):
+        assert prefix_crc32c(path, length) == crc32c(data[:length])
+    with pytest.raises(OSError, match="shorter"):
+        prefix_crc32c(path, len(data) + 1)

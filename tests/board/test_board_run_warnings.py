@@ -1,0 +1,57 @@
+"""Run warnings on the Runs page: one badge per reason with the reason as its tooltip, long reasons spelled out,
+in the component and in a real browser."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from board.components.runs_table import runs_table
+from board.data.run import RunSummary
+from board_helpers import scalar_record, version_record
+
+EVENTS = "events.out.tfevents.1700000000.host.1.0"
+LONG = "events.out.tfevents.1700000000.host.1.0: not readable (Permission denied)"
+BASE = RunSummary(name="run", group="run", last_step=4, last_update=1.7e9, scalar_tags=1, histogram_tags=0, points=5,
+                  size_bytes=100, corrupt_records=0, superseded_points=0, files=1, warnings=())
+
+
+def _texts(component) -> list[tuple[str, str, str]]:
+    """(class, text, title) of every Span/Div below `component`."""
+    found = []
+    children = getattr(component, "children", None)
+    if getattr(component, "className", None) and isinstance(children, str):
+        found.append((component.className, children, getattr(component, "title", "") or ""))
+    for child in children if isinstance(children, list) else [children] if children is not None else []:
+        if not isinstance(child, str):
+            found += _texts(child)
+    return found
+
+
+def test_each_warning_is_a_badge_with_its_reason_and_long_ones_are_spelled_out() -> None:
+    rows = _texts(runs_table([replace(BASE, warnings=("2 corrupt record(s) skipped", LONG)), replace(BASE, name="ok")]))
+    warnings = [row for row in rows if "fs-badge-warn" in row[0]]
+    assert warnings == [("fs-badge fs-badge-warn", "⚠ 2 corrupt record(s) skipped", "2 corrupt record(s) skipped"),
+                        ("fs-badge fs-badge-warn", "⚠ " + LONG[:59] + "…", LONG)]
+    assert ("fs-muted fs-run-warnings", LONG, "") in rows
+    assert [row[1] for row in rows if "fs-badge-ok" in row[0]] == ["ok"]  # the run without warnings
+
+
+@pytest.mark.browser
+def test_the_runs_page_shows_a_warning_badge_with_its_reason(page: Page, tmp_path: Path, serve_board) -> None:
+    logdir = tmp_path / "logs"
+    for run in ("healthy", "damaged"):
+        (logdir / run).mkdir(parents=True)
+        data = bytearray(version_record() + b"".join(scalar_record("x", s, float(s)) for s in range(5)))
+        if run == "damaged":
+            data[len(version_record()) + 20] ^= 0xFF  # a byte of the first scalar record's payload
+        (logdir / run / EVENTS).write_bytes(bytes(data))
+    board = serve_board(logdir)
+    page.goto(board.url + "/")
+    badge = page.locator("tr:has-text('damaged') .fs-badge-warn")
+    expect(badge).to_have_text("⚠ 1 corrupt record(s) skipped")
+    expect(badge).to_have_attribute("title", "1 corrupt record(s) skipped")
+    expect(page.locator("tr:has-text('healthy') .fs-badge-ok")).to_have_text("ok")
+    page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
