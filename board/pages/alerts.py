@@ -37,10 +37,14 @@ def layout(**_query: str) -> html.Div:
     ])
 
 
-def _content(kinds: list[str], severities: list[str]) -> html.Div | html.Table:
-    store = board_context().store
+def _content(kinds: list[str], severities: list[str]) -> html.Div:
+    """The matching alerts, then one line per run whose alerts file was not read (and why)."""
+    index = alert_index(board_context().store)
     selection = AlertFilter(kinds=tuple(kinds or ()), severities=tuple(severities or ()))
-    return all_alerts_table(alert_index(store).alerts(selection))
+    table = all_alerts_table(index.alerts(selection))
+    problems = [html.Div(f"⚠ {run}: alerts not read: {problem}", className="fs-muted alerts-problem")
+                for run, problem in index.problems().items()]
+    return html.Div([table, *problems])
 
 
 def register_callbacks(app: Dash) -> None:

@@ -24,7 +24,7 @@ def _inside(path: str, root: str | os.PathLike[str]) -> tuple[str, list[str]]:
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
-        raise RefusedFile(f"{path}: not opened, it leads outside {real_root} (to {real})")
+        raise RefusedFile(f"{path}: not opened, it leads outside {real_root} (through a link)")
     parts = [] if real == real_root else os.path.relpath(real, real_root).split(os.sep)
     return real_root, parts
 

@@ -1,5 +1,5 @@
 """Run warnings on the Runs page: one badge per reason with the reason as its tooltip, long reasons spelled out,
-in the component and in a real browser."""
+in the component and in a real browser; an alerts file not read is said so on the Alerts page."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -48,6 +48,11 @@ def test_the_runs_page_shows_a_warning_badge_with_its_reason(page: Page, tmp_pat
         if run == "damaged":
             data[len(version_record()) + 20] ^= 0xFF  # a byte of the first scalar record's payload
         (logdir / run / EVENTS).write_bytes(bytes(data))
+    outside = tmp_path / "outside" / "plugins" / "alerts"
+    outside.mkdir(parents=True)
+    (outside / "alerts.jsonl").write_text("")
+    (logdir / "damaged" / "plugins").mkdir()
+    (logdir / "damaged" / "plugins" / "alerts").symlink_to(outside, target_is_directory=True)
     board = serve_board(logdir)
     page.goto(board.url + "/")
     badge = page.locator("tr:has-text('damaged') .fs-badge-warn")
@@ -55,3 +60,7 @@ def test_the_runs_page_shows_a_warning_badge_with_its_reason(page: Page, tmp_pat
     expect(badge).to_have_attribute("title", "1 corrupt record(s) skipped")
     expect(page.locator("tr:has-text('healthy') .fs-badge-ok")).to_have_text("ok")
     page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
+    page.goto(board.url + "/alerts")  # the run's alerts directory is a link leading outside: said, not followed
+    expect(page.locator(".alerts-problem")).to_contain_text("damaged: alerts not read:")
+    expect(page.locator(".alerts-problem")).to_contain_text("leads outside")
+    page.screenshot(path=str(tmp_path / "alerts.png"), full_page=True)
