@@ -41,7 +41,7 @@ def run_cache_dir(cache_root: Path, logdir: Path, run: str) -> Path:
 
 def prefix_crc32c(path: Path, length: int) -> int:
     """CRC-32C of the first `length` bytes of `path` (a regular file; OSError if shorter), read in 16 MiB chunks:
-    about 0.23 s for 682 MiB from the page cache on the 2-core development machine."""
+    about 3.5 GiB/s from the page cache on the 2-core development machine (bench/cache_validation.py)."""
     crc = 0
     with open_regular(path) as file:
         while length > 0:

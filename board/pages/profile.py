@@ -35,7 +35,8 @@ def _load(key: str | None) -> tuple[Capture | None, TraceColumns | None, str]:
 
 
 def _run_dirs() -> dict:
-    return {name: location.path for name, location in discover_runs(board_context().store.logdir).items()}
+    return {name: location.path for name, location in discover_runs(board_context().store.logdir).items()
+            if location.event_files}  # NOTE: not a directory listed only because it could not be read
 
 
 def layout(**_query: str) -> html.Div:
