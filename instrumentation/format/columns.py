@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from instrumentation.format import protos
 from instrumentation.format.protos import BYTES, DOUBLE, FLOAT, INT64, STRING, field, message
@@ -38,7 +37,7 @@ def scalar_columns(records: list[bytes]) -> Columns | None:
     one)."""
     try:
         return _scalar_columns(records)
-    except DecodeError:  # some record is not a valid Event: the caller finds which one by one
+    except Exception:  # NOTE: some record is not a valid Event (any error): the caller finds which one by one
         return None
 
 

@@ -6,7 +6,6 @@ from dataclasses import fields
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from instrumentation.format import metadata, protos
 from instrumentation.format.columns import Columns, plain_scalar_mask, runs_of, scalar_columns
@@ -47,6 +46,8 @@ def _event(step: int, wall_time: float, values: tuple, file_version: str | None 
 
 
 def _histogram(tag: str, step: int, wall_time: float, histo: Any) -> HistogramValue:
+    if len(histo.bucket_limit) != len(histo.bucket):
+        raise ValueError(f"histogram {tag!r}: {len(histo.bucket_limit)} bucket limits for {len(histo.bucket)} counts")
     buckets = buckets_from_histo(np.asarray(histo.bucket_limit), np.asarray(histo.bucket), histo.min, histo.max)
     return HistogramValue(tag, step, wall_time, histo.min, histo.max, histo.num, histo.sum, histo.sum_squares,
                           buckets.edges, buckets.counts)
@@ -200,7 +201,7 @@ class RecordDecoder:
         for data in records:
             try:
                 event = decode_event(parse_event(data))
-            except (DecodeError, ValueError, TypeError, IndexError):  # intact framing around bytes we cannot use
+            except Exception:  # NOTE: intact framing around bytes we cannot use, whatever the error: counted, never raised
                 self.failures += 1
                 continue
             single(event)

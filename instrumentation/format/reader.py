@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from instrumentation.format.column_batch import ScalarBatch, ScalarBatchBuilder
 from instrumentation.format.decode import RecordDecoder
 from instrumentation.format.gcpause import gc_paused
-from instrumentation.format.records import FOOTER_BYTES, HEADER_BYTES, scan_records
+from instrumentation.format.records import SkippedBytes, scan_records
 from instrumentation.format.values import Event
 
 DEFAULT_CHUNK_BYTES = 1 << 24
@@ -16,31 +16,57 @@ DEFAULT_CHUNK_BYTES = 1 << 24
 class EventFileReader:
     """Reads the events appended to `path` since the previous `read()`, keeping its byte offset.
 
-    A truncated last record is left for the next call (the writer may be mid-record). A record whose CRC fails,
-    or whose bytes are not an Event, is skipped and counted in `corrupt_records`; the reader never raises for
-    the file's content. The file is opened per call, so thousands of readers hold no descriptors.
+    A truncated last record is left for the next call (the writer may be mid-record). Bytes that can never
+    become a record are skipped: a record whose data CRC fails, a header whose CRC fails or whose length exceeds
+    MAX_RECORD_BYTES, garbage or a zero-filled tail (found at file-read speed). Each skipped span counts once in
+    `corrupt_records`, as do records whose bytes are not an Event, and `problem` says in one line where the
+    first span is and why (None while the file is sound). The reader never raises for the file's content and
+    never allocates from a length it has not verified. The file is opened per call, so thousands of readers hold
+    no descriptors.
 
-    `offset` / `corrupt_records` resume a reader where an earlier one stopped (e.g. saved by a cache): the
-    offset must be one that an earlier reader of the same file reached (a record boundary).
+    `offset` / `corrupt_records` / `problem` resume a reader where an earlier one stopped (e.g. saved by a
+    cache): the offset should be one that an earlier reader of the same file reached (a record boundary; any
+    other offset reads as a corrupt span up to the next record).
     """
 
     def __init__(self, path: str | os.PathLike[str], chunk_bytes: int = DEFAULT_CHUNK_BYTES, *, offset: int = 0,
-                 corrupt_records: int = 0) -> None:
+                 corrupt_records: int = 0, problem: str | None = None) -> None:
         self.path = os.fspath(path)
         self._chunk_bytes = chunk_bytes
         self.offset = 0  # bytes consumed so far
         self.corrupt_records = 0
-        self.seek(offset, corrupt_records)
+        self._earlier_problem: str | None = None  # handed over by `seek` (a reader that stopped earlier)
+        self._first_skip: SkippedBytes | None = None
+        self._last_skip_stop = -1
+        self._skips = 0
+        self._skipped_bytes = 0
+        self.seek(offset, corrupt_records, problem)
 
-    def seek(self, offset: int, corrupt_records: int | None = None) -> None:
-        """Continue reading at byte `offset` (a record boundary); `corrupt_records` resets the count if given."""
+    def seek(self, offset: int, corrupt_records: int | None = None, problem: str | None = None) -> None:
+        """Continue reading at byte `offset` (a record boundary); `corrupt_records` resets the count if given,
+        and `problem` the description of what an earlier reader skipped."""
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"EventFileReader offset must be a non-negative int, got {offset!r} for {self.path}")
         if corrupt_records is not None:
             if isinstance(corrupt_records, bool) or not isinstance(corrupt_records, int) or corrupt_records < 0:
                 raise ValueError(f"EventFileReader corrupt_records must be a non-negative int, got {corrupt_records!r}")
             self.corrupt_records = corrupt_records
+        if problem is not None and not isinstance(problem, str):
+            raise ValueError(f"EventFileReader problem must be a str or None, got {problem!r}")
+        self._earlier_problem = problem
+        self._first_skip, self._last_skip_stop, self._skips, self._skipped_bytes = None, -1, 0, 0
         self.offset = offset
+
+    @property
+    def problem(self) -> str | None:
+        """One line naming the first span of the file that was skipped and why, or None if nothing was."""
+        if self._first_skip is None:
+            return self._earlier_problem
+        first = self._first_skip
+        line = f"bytes {first.start:,}–{first.stop:,} ({_size(first.stop - first.start)}) skipped: {first.reason}"
+        if self._skips > 1:
+            line += f"; {self._skips - 1:,} more span(s), {_size(self._skipped_bytes)} skipped in all"
+        return line if self._earlier_problem is None else f"{self._earlier_problem}; then {line}"
 
     def read(self, max_records: int | None = None) -> list[Event]:
         """Events since the last call (at most `max_records`); [] when nothing complete was appended."""
@@ -71,20 +97,51 @@ class EventFileReader:
         consumed = 0
         with open(self.path, "rb") as file:
             chunk_bytes = self._chunk_bytes
+            buffer = b""
             while max_records is None or consumed < max_records:
                 file.seek(self.offset)
-                buffer = file.read(chunk_bytes)
+                del buffer  # one chunk in memory at a time
+                # NOTE: read() allocates the size asked for before reading: never ask for more than the file holds
+                buffer = file.read(max(0, min(chunk_bytes, os.fstat(file.fileno()).st_size - self.offset)))
                 wanted = None if max_records is None else max_records - consumed
                 scan = scan_records(buffer, 0, wanted)
-                self.corrupt_records += scan.corrupt
+                self._note_skipped(scan.skipped)
                 self.offset += scan.end_offset
                 consumed += len(scan.records)
                 yield scan.records
                 if len(buffer) < chunk_bytes:  # reached the end of what is written
                     break
-                if scan.end_offset == 0:  # one record larger than the chunk: read it whole next time round
-                    length = int.from_bytes(buffer[:8], "little")
-                    chunk_bytes = max(chunk_bytes * 2, HEADER_BYTES + length + FOOTER_BYTES)
+                if scan.end_offset == 0 and not scan.wanted_bytes:
+                    break  # nothing consumed and nothing announced: cannot happen with a full buffer; never spin
+                # a verified, bounded header announced a record larger than the chunk: read it whole next time
+                chunk_bytes = max(self._chunk_bytes, scan.wanted_bytes if scan.end_offset == 0 else 0)
+
+    def _note_skipped(self, skipped: list[SkippedBytes]) -> None:
+        """Counts each skipped span once: a span that continues the previous one (across chunks) extends it."""
+        for span in skipped:
+            start, stop = span.start + self.offset, span.stop + self.offset
+            self._skipped_bytes += stop - start
+            if start == self._last_skip_stop:
+                if self._skips == 1 and self._first_skip is not None:
+                    self._first_skip = SkippedBytes(self._first_skip.start, stop, self._first_skip.reason)
+            else:
+                self._skips += 1
+                self.corrupt_records += 1
+                if self._first_skip is None:
+                    self._first_skip = SkippedBytes(start, stop, span.reason)
+            self._last_skip_stop = stop
 
     def __repr__(self) -> str:
         return f"EventFileReader({self.path!r}, offset={self.offset}, corrupt_records={self.corrupt_records})"
+
+
+def _size(count: int) -> str:
+    """A byte count for people: '12 bytes', '3.5 KiB', '5.4 MiB'."""
+    if count < 1024:
+        return f"{count} byte" + ("" if count == 1 else "s")
+    value = count / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"

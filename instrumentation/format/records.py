@@ -9,28 +9,19 @@ from typing import BinaryIO
 import numpy as np
 from google_crc32c import value as crc32c
 
-HEADER_BYTES = 12  # uint64 length + uint32 masked crc of the length
-FOOTER_BYTES = 4  # uint32 masked crc of the data
-_MASK_DELTA = 0xA282EAD8
-_U32 = 0xFFFFFFFF
+from instrumentation.format.record_headers import (FOOTER_BYTES, HEADER_BYTES, MAX_RECORD_BYTES, header_problem,
+                                                   intact_headers, masked_crc32c, masked_crc32c_array)
+
 _LENGTH = struct.Struct("<Q")
-_HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
-# Headers already verified (12 bytes -> data length): event lengths repeat, so most headers are a dict hit.
-_VERIFIED_HEADERS: dict[bytes, int] = {}
-_VERIFIED_HEADERS_MAX = 1 << 16
-
-
-def masked_crc32c(data: bytes) -> int:
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _U32
+_HEADERS_MAX = 1 << 16
 
 
 class _Headers(dict):
     """data length -> the 12-byte header (length + its masked CRC), computed once per length."""
 
     def __missing__(self, length: int) -> bytes:
-        if len(self) >= _VERIFIED_HEADERS_MAX:
+        if len(self) >= _HEADERS_MAX:
             self.clear()
         encoded = _LENGTH.pack(length)
         header = self[length] = encoded + _CRC.pack(masked_crc32c(encoded))
@@ -67,90 +58,104 @@ def write_record(file: BinaryIO, data: bytes) -> int:
     return file.write(frame_record(data))
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedBytes:
+    """A span of a file that holds no readable record: [start, stop) and why (for a one-line message)."""
+
+    start: int
+    stop: int
+    reason: str
+
+
 @dataclass
 class RecordScan:
-    """What one pass over a buffer found: complete records, where the next pass starts, corrupt ones skipped."""
+    """What one pass over a buffer found: complete records, where the next pass starts, what was skipped."""
 
     records: list[bytes] = field(default_factory=list)
-    end_offset: int = 0  # offset of the first byte not consumed (a partial record starts here)
-    corrupt: int = 0  # records whose CRC failed and were skipped
-
-
-def _header_length(buffer: bytes, offset: int) -> int | None:
-    """The data length if the 12-byte header at `offset` is intact, else None."""
-    header = buffer[offset:offset + HEADER_BYTES]
-    length = _VERIFIED_HEADERS.get(header)
-    if length is None:
-        length, stored_crc = _HEADER.unpack(header)
-        if masked_crc32c(header[:8]) != stored_crc:
-            return None
-        if len(_VERIFIED_HEADERS) < _VERIFIED_HEADERS_MAX:
-            _VERIFIED_HEADERS[header] = length
-    return length
-
-
-def _resync(buffer: bytes, offset: int) -> int | None:
-    """The next offset after a corrupt header where an intact header starts, or None if none is in the buffer."""
-    end = len(buffer) - HEADER_BYTES
-    for candidate in range(offset + 1, end + 1):
-        if _header_length(buffer, candidate) is not None:
-            return candidate
-    return None
+    end_offset: int = 0  # offset of the first byte not consumed (a partial record or header starts here)
+    corrupt: int = 0  # spans skipped (a record whose data CRC failed, or bytes with no intact header)
+    skipped: list[SkippedBytes] = field(default_factory=list)
+    wanted_bytes: int = 0  # > 0: the intact header at end_offset announces a record of this many bytes in all
 
 
 def scan_records(buffer: bytes, offset: int = 0, max_records: int | None = None) -> RecordScan:
     """Splits `buffer[offset:]` into record payloads, stopping at a truncated record (it may still be written).
 
-    A record whose data CRC fails is skipped; a header whose CRC fails is skipped up to the next intact header.
+    Vectorised: every intact header in the buffer is found at once (`intact_headers`), every data CRC is
+    checked at once, and the records are then followed from `offset` through the chain of lengths; Python work
+    is per break in the chain, not per record. A record whose data CRC fails, a header whose CRC fails and a
+    length above MAX_RECORD_BYTES are skipped up to the next intact record (`skipped`, counted in `corrupt`);
+    bytes with no intact header up to the end of the buffer are skipped too, all but the last 11 (a header may
+    still be being written there). Nothing is allocated from a length that is not verified and bounded.
     """
     scan = RecordScan(end_offset=offset)
-    records: list[bytes] = scan.records
-    data_ends: list[int] = []
-    append_record, append_end = records.append, data_ends.append
-    limit = len(buffer)
-    header_cache = _VERIFIED_HEADERS
-    remaining = -1 if max_records is None else max_records
-    while remaining != 0 and offset + HEADER_BYTES <= limit:
-        length = header_cache.get(buffer[offset:offset + HEADER_BYTES])
-        if length is None:
-            length = _header_length(buffer, offset)
-            if length is None:
-                next_offset = _resync(buffer, offset)
-                if next_offset is None:  # the rest may be a corrupt tail or garbage: wait for more bytes
-                    break
-                scan.corrupt += 1
-                offset = next_offset
-                continue
-        data_end = offset + HEADER_BYTES + length
-        if data_end + FOOTER_BYTES > limit:
-            break
-        append_record(buffer[offset + HEADER_BYTES:data_end])
-        append_end(data_end)
-        remaining -= 1
-        offset = data_end + FOOTER_BYTES
-    scan.end_offset = offset
-    if records:
-        _drop_corrupt(scan, buffer, data_ends)
+    size = len(buffer)
+    if offset + HEADER_BYTES > size:
+        return scan
+    raw = np.frombuffer(buffer, np.uint8)
+    heads, lengths = intact_headers(raw, offset)
+    data_ends = heads + HEADER_BYTES + lengths
+    nexts = data_ends + FOOTER_BYTES
+    complete = nexts <= size
+    checked = np.flatnonzero(complete)
+    payloads = list(map(buffer.__getitem__, map(slice, (heads[checked] + HEADER_BYTES).tolist(),
+                                                data_ends[checked].tolist())))
+    intact = _data_crc_ok(raw, payloads, data_ends[checked])
+    if not intact.all():  # drop the records whose data CRC failed: the walk sees their offsets as corrupt
+        keep = np.ones(len(heads), bool)
+        keep[checked[~intact]] = False
+        heads, nexts, complete = heads[keep], nexts[keep], complete[keep]
+        payloads = [payload for payload, ok in zip(payloads, intact.tolist()) if ok]
+    _walk(scan, buffer, heads, nexts, complete, payloads, max_records)
     return scan
 
 
-def masked_crc32c_array(crcs: np.ndarray) -> np.ndarray:
-    """``masked_crc32c`` of many CRC-32C values at once (uint64 in, uint64 out)."""
-    return (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(_MASK_DELTA)) & np.uint64(_U32)
+def _data_crc_ok(raw: np.ndarray, payloads: list[bytes], data_ends: np.ndarray) -> np.ndarray:
+    """Whether each payload matches the masked CRC stored in the 4 bytes after it (CRCs in C, masks in numpy)."""
+    stored = raw[data_ends[:, None] + np.arange(FOOTER_BYTES)].view("<u4").ravel().astype(np.uint64)
+    return masked_crc32c_array(np.fromiter(map(crc32c, payloads), np.uint64, len(payloads))) == stored
 
 
-def _drop_corrupt(scan: RecordScan, buffer: bytes, data_ends: list[int]) -> None:
-    """Checks every data CRC of a scan at once (CRCs in C through map, masks in numpy); drops the failures."""
-    footer_starts = np.asarray(data_ends, dtype=np.int64)
-    raw = np.frombuffer(buffer, dtype=np.uint8)
-    stored = raw[footer_starts[:, None] + np.arange(FOOTER_BYTES)].view("<u4").ravel().astype(np.uint64)
-    masked = masked_crc32c_array(np.fromiter(map(crc32c, scan.records), dtype=np.uint64, count=len(scan.records)))
-    bad = np.flatnonzero(masked != stored)
-    if bad.size:
-        good = np.ones(len(scan.records), dtype=bool)
-        good[bad] = False
-        scan.records[:] = [record for record, keep in zip(scan.records, good.tolist()) if keep]
-        scan.corrupt += int(bad.size)
+def _walk(scan: RecordScan, buffer: bytes, heads: np.ndarray, nexts: np.ndarray, complete: np.ndarray,
+          payloads: list[bytes], max_records: int | None) -> None:
+    """Follows the records from `scan.end_offset`: runs of records that follow each other are taken whole."""
+    size = len(buffer)
+    count = len(heads)
+    following = np.searchsorted(heads, nexts)  # index of the header where each record's successor would be
+    chained = complete.copy()
+    chained[:-1] &= (following[:-1] == np.arange(1, count)) & (heads[1:] == nexts[:-1])
+    if count:
+        chained[-1] = False
+    breaks = np.flatnonzero(~chained)  # the last header is always a break
+    payload_index = np.cumsum(complete) - complete  # position of each complete record's payload in `payloads`
+    remaining = -1 if max_records is None else max_records
+    position = scan.end_offset
+    while remaining != 0:
+        index = int(np.searchsorted(heads, position))
+        if index == count or heads[index] != position:  # no intact record starts here
+            if position + HEADER_BYTES > size:
+                break  # a header still being written
+            reason = header_problem(buffer[position:position + HEADER_BYTES])
+            stop = int(heads[index]) if index < count else size - HEADER_BYTES + 1
+            scan.skipped.append(SkippedBytes(position, stop, reason))
+            scan.corrupt += 1
+            position = stop
+            if index == count:
+                break
+            continue
+        last = int(breaks[np.searchsorted(breaks, index)])  # index..last-1 run straight into one another
+        if not complete[last]:
+            last -= 1
+        if remaining > 0 and last - index + 1 > remaining:
+            last = index + remaining - 1
+        if last >= index:
+            scan.records += payloads[payload_index[index]:payload_index[last] + 1]
+            remaining -= last - index + 1
+            position = int(nexts[last])
+        if last + 1 < count and not complete[last + 1] and heads[last + 1] == position:
+            scan.wanted_bytes = int(nexts[last + 1] - heads[last + 1])  # a record still being written
+            break
+    scan.end_offset = position
 
 
 def iter_records(path: str, chunk_bytes: int = 1 << 24) -> Iterator[bytes]:

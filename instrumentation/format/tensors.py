@@ -1,12 +1,14 @@
 """TensorProto <-> numpy: every dtype and both payload forms (tensor_content bytes or typed *_val fields)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from instrumentation.format import protos
+from instrumentation.format.record_headers import MAX_RECORD_BYTES
 
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_STRING = 1, 2, 3, 4, 5, 6, 7
 DT_INT64, DT_BOOL, DT_BFLOAT16, DT_UINT16, DT_HALF, DT_UINT32, DT_UINT64 = 9, 10, 14, 17, 19, 22, 23
@@ -19,6 +21,8 @@ _LAYOUT: dict[int, tuple[Any, str]] = {
     DT_UINT16: (np.uint16, "int_val"), DT_HALF: (np.float16, "half_val"), DT_BFLOAT16: (np.uint16, "half_val"),
     DT_UINT32: (np.uint32, "uint32_val"), DT_UINT64: (np.uint64, "uint64_val"),
 }
+
+_ITEM_BYTES = {dtype_enum: np.dtype(layout[0]).itemsize for dtype_enum, layout in _LAYOUT.items()}  # strings: 8 (a pointer)
 
 
 def _fill(values: np.ndarray, size: int) -> np.ndarray:
@@ -33,8 +37,10 @@ def _fill(values: np.ndarray, size: int) -> np.ndarray:
 def tensor_to_numpy(tensor: Any) -> np.ndarray:
     """A decoded TensorProto. Strings become an object array of `bytes`; bfloat16 becomes float32."""
     shape = tuple(dim.size for dim in tensor.tensor_shape.dim)
-    size = int(np.prod(shape)) if shape else 1
+    size = math.prod(shape)
     dtype_enum = tensor.dtype
+    if size < 0 or size * _ITEM_BYTES.get(dtype_enum, 8) > MAX_RECORD_BYTES:  # a splat is never allocated unbounded
+        raise ValueError(f"tensor shape {shape} is negative or larger than {MAX_RECORD_BYTES >> 20} MiB decoded")
     if dtype_enum == DT_STRING:
         strings = list(tensor.string_val)
         array = np.empty(len(strings), dtype=object)

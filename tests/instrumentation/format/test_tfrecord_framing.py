@@ -80,11 +80,18 @@ def test_corrupt_length_resyncs_at_the_next_intact_record():
     assert scan.records == payloads[1:] and scan.corrupt == 1
 
 
-def test_garbage_tail_is_not_consumed_until_an_intact_record_follows():
+def test_garbage_tail_is_skipped_but_its_last_11_bytes_wait_for_a_header():
     payloads = _payloads(3)
-    garbage = struct.pack("<QI", 5, 12345)  # a header whose CRC is wrong
-    scan = scan_records(frame_records(payloads) + garbage)
-    assert scan.records == payloads and scan.end_offset == len(frame_records(payloads))
+    framed = frame_records(payloads)
+    garbage = struct.pack("<QI", 5, 12345)  # a complete header whose CRC is wrong: it can never become a record
+    scan = scan_records(framed + garbage)
+    assert scan.records == payloads and scan.corrupt == 1
+    # every position that has 12 bytes was tested; the last 11 could still start a header being written
+    assert scan.end_offset == len(framed) + len(garbage) - 11
+    assert [(s.start, s.stop) for s in scan.skipped] == [(len(framed), scan.end_offset)]
+    assert "CRC" in scan.skipped[0].reason
+    later = scan_records(framed + garbage + frame_records(payloads[:1]), scan.end_offset)
+    assert later.records == payloads[:1]
 
 
 def test_iter_records_crosses_chunk_boundaries(tmp_path):
