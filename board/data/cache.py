@@ -61,6 +61,7 @@ class FileMark:
     offset: int
     corrupt_records: int
     prefix_crc32c: int  # of the file's first `offset` bytes
+    problem: str | None = None  # the reader's line about the bytes it skipped (EventFileReader.problem)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ class _FileTail:
     def __init__(self, path: Path, mark: cache.FileMark | None = None) -> None:
         self.reader = EventFileReader(path)
         if mark is not None:  # resuming from where the cached entry stopped reading
-            self.reader.seek(mark.offset, mark.corrupt_records)
+            self.reader.seek(mark.offset, mark.corrupt_records, mark.problem)
         stat = path.stat()
         self.identity = (stat.st_dev, stat.st_ino)
         self.size = -1
@@ -94,7 +94,8 @@ class RunState:
         for name, tail in self._files.items():
             try:
                 marks.append(cache.FileMark(name, tail.reader.offset, tail.reader.corrupt_records,
-                                            cache.prefix_crc32c(self.path / name, tail.reader.offset)))
+                                            cache.prefix_crc32c(self.path / name, tail.reader.offset),
+                                            tail.reader.problem))
             except OSError:
                 return
         try:
@@ -202,9 +203,8 @@ class RunState:
         lines = [] if self.directory_problem is None else [self.directory_problem]
         lines += [self._file_problems[name] for name in sorted(self._file_problems)]
         for name, tail in sorted(self._files.items()):
-            problem = getattr(tail.reader, "problem", None)  # TODO(fix15-reader): EventFileReader.problem
-            if problem:
-                lines.append(f"{name}: {problem}")
+            if tail.reader.problem:
+                lines.append(f"{name}: {tail.reader.problem}")
         if self.corrupt_records:
             lines.append(f"{self.corrupt_records} corrupt record(s) skipped")
         if self.failure is not None:

@@ -64,3 +64,25 @@ def test_the_runs_page_shows_a_warning_badge_with_its_reason(page: Page, tmp_pat
     expect(page.locator(".alerts-problem")).to_contain_text("damaged: alerts not read:")
     expect(page.locator(".alerts-problem")).to_contain_text("leads outside")
     page.screenshot(path=str(tmp_path / "alerts.png"), full_page=True)
+
+
+def test_a_file_corrupt_from_some_offset_warns_with_the_readers_reason_also_after_a_restart_from_the_cache(
+        tmp_path: Path) -> None:
+    from board.data.store import LogdirStore
+
+    logdir, cache_root = tmp_path / "logs", tmp_path / "cache"
+    good = version_record() + b"".join(scalar_record("x", s, float(s)) for s in range(50))
+    for run in ("damaged", "healthy"):
+        (logdir / run).mkdir(parents=True)
+        tail = bytes(1 << 20) if run == "damaged" else b""  # a zero-filled MiB after the records
+        (logdir / run / EVENTS).write_bytes(good + tail + (scalar_record("x", 50, 50.0) if tail else b""))
+    for _ in range(2):  # the first opening decodes, the second maps the cache and resumes from its offsets
+        store = LogdirStore(logdir, cache_root=cache_root, workers=0)
+        store.refresh()
+        summaries = {summary.name: summary for summary in store.runs()}
+        assert summaries["healthy"].warnings == ()
+        [problem, *rest] = summaries["damaged"].warnings
+        assert problem.startswith(f"{EVENTS}: bytes {len(good):,}–{len(good) + (1 << 20):,} (1.0 MiB) skipped")
+        assert rest == ["1 corrupt record(s) skipped"]
+        assert store.scalars("damaged", "x")[0].steps.tolist() == list(range(51))  # the record after the tail too
+    assert len(list(cache_root.glob("*/*/manifest.json"))) == 2
