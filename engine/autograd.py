@@ -107,6 +107,7 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
         pending.add(out._ctx, seed, "seed")
     previous_phase = _hooks.set_phase("backward")
     observed = _hooks.ops_observed
+    fn = grad = None
     try:
         for fn in _topological_order(roots):
             grad = pending.arrays.get(fn)
@@ -131,6 +132,8 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
                     _collect(results, parent, parent_grad)
             pending.pop(fn)
             _free(fn, retain_graph)
+    except MemoryError as error:  # NumPy could not allocate inside a backward: the engine's error, naming the op
+        raise _memory.refused_by_system(error, f"{fn.name}Backward" if fn is not None else "backward", grad)
     finally:
         pending.release_all()
         _hooks.set_phase(previous_phase)

@@ -4,6 +4,8 @@ An op subclasses ``Function``, computes its result from raw arrays in ``forward`
 what ``backward`` needs) and returns one array; ``backward`` receives the gradient of that result and
 returns one gradient array (or None) per input. Calling an instance on Tensors runs the op, registers the
 result with the allocator chokepoint and, when gradients are needed, links the result into the graph.
+With a memory limit set, ``output_nbytes`` (the result's size from the inputs' shapes and dtypes) is checked
+against it before ``forward`` runs; a ``MemoryError`` from NumPy inside the op becomes ``OutOfMemoryError``.
 """
 from __future__ import annotations
 
@@ -65,6 +67,12 @@ class Function:
     def backward(self, grad: Any) -> tuple[Any, ...]:
         raise NotImplementedError(f"{type(self).__name__} has no gradient")
 
+    def output_nbytes(self, *arrays: Any) -> int | None:
+        """The bytes of the new buffer ``forward(*arrays)`` will return (0 for a view of an input), from shapes and
+        dtypes alone, or None when not known beforehand (the result is then checked once computed). Never more
+        than the result's real size: it is checked against the memory limit before ``forward`` runs."""
+        return None
+
     @property
     def name(self) -> str:
         return type(self).__name__
@@ -73,10 +81,33 @@ class Function:
         needs_grad = _grad_enabled and any(t.requires_grad for t in inputs)
         if _hooks.ops_observed or _config.DEBUG:
             return self._call_observed(inputs, needs_grad)
-        out = self.forward(*[t._data for t in inputs])
+        arrays = [t._data for t in inputs]
+        if _memory.limit_set:
+            self._check_room(arrays)
+        try:
+            out = self.forward(*arrays)
+        except MemoryError as error:
+            raise self._refused(error, arrays)
         if type(out) is not np.ndarray:
             out = np.asarray(out) if np.isscalar(out) or isinstance(out, np.generic) else out
         return self._wrap(out, inputs, needs_grad)
+
+    def _check_room(self, arrays: list[Any]) -> None:
+        """Refuse the op before it computes anything when its output would exceed the memory limit."""
+        try:
+            nbytes = self.output_nbytes(*arrays)
+        except Exception:  # noqa: BLE001 - bad shapes or arguments: forward raises its own, clearer error
+            return
+        if nbytes and arrays:
+            _memory.check_room(nbytes, arrays[0], type(self).__name__)
+
+    def _refused(self, error: MemoryError, arrays: list[Any]) -> MemoryError:
+        """NumPy's ``MemoryError`` inside ``forward`` as an ``OutOfMemoryError`` naming this op."""
+        try:
+            expected = self.output_nbytes(*arrays)
+        except Exception:  # noqa: BLE001 - the size is a detail of the report
+            expected = None
+        return _memory.refused_by_system(error, type(self).__name__, arrays[0] if arrays else None, expected)
 
     def _wrap(self, out: Any, inputs: tuple[Tensor, ...], needs_grad: bool) -> Tensor:
         key = _memory.register(out, "activation", type(self).__name__)
@@ -100,11 +131,16 @@ class Function:
         if (observed or log is not None or _hooks.output_check is not None) and not _hooks._step_open and \
                 _hooks.phase == "forward":
             _hooks.mark_step_begin()
+        if _memory.limit_set:
+            self._check_room(arrays)
         if observed and _hooks.op_start:  # NOTE: with op_end observers only, the one event is built after the op
             event = _op_event(type(self).__name__, arrays)
             _hooks.emit(_hooks.op_start, event)
         start_ns = _now() if log is not None else 0
-        out = self.forward(*arrays)
+        try:
+            out = self.forward(*arrays)
+        except MemoryError as error:
+            raise self._refused(error, arrays)
         if type(out) is not np.ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
             out = np.asarray(out)
         result = self._wrap(out, inputs, needs_grad)

@@ -97,11 +97,12 @@ class MemoryEvent(NamedTuple):
 
 
 class OomEvent(NamedTuple):
-    """An allocation the allocator refused; emitted before ``OutOfMemoryError`` is raised (it still is)."""
+    """An allocation the allocator refused; emitted before ``OutOfMemoryError`` is raised (it still is). The limit
+    is None when NumPy itself could not allocate inside an op with no limit set."""
 
     requested_bytes: int
     allocated_bytes: int
-    limit_bytes: int
+    limit_bytes: int | None
     device: str
     op: str
     module: str

@@ -2,9 +2,11 @@
 
 A tensor's array is registered when the tensor is created and released when the tensor dies. Views
 (reshape, transpose, detach) share their base buffer: the buffer is counted once, with a reference count,
-and freed when its last tensor dies. The limit is checked when a result is handed to the engine, before
-any tensor, graph node or gradient refers to it, so an ``OutOfMemoryError`` leaves training state intact.
-NumPy's scratch space inside a single op is not counted; on CUDA the device's own limit applies too.
+and freed when its last tensor dies. With a limit set, an op's output size is checked from shapes and dtypes
+before the op computes anything (``check_room``); the limit is checked again when a result is handed to the
+engine, before any tensor, graph node or gradient refers to it, so an ``OutOfMemoryError`` leaves training
+state intact. NumPy's scratch space inside a single op is not counted; on CUDA the device's own limit applies
+too; a ``MemoryError`` that NumPy raises inside an op becomes an ``OutOfMemoryError`` (``refused_by_system``).
 """
 from __future__ import annotations
 
@@ -21,19 +23,22 @@ from engine.backend import device_of
 
 
 class OutOfMemoryError(MemoryError):
-    """Raised when an allocation would exceed the device's limit; nothing has been changed yet."""
+    """Raised when an allocation would exceed the device's limit (nothing has been changed yet), or when the system
+    refused memory inside an op (``reason``: NumPy's message; ``limit_bytes`` None when no limit is set)."""
 
-    def __init__(self, requested_bytes: int, allocated_bytes: int, limit_bytes: int, device: str, op: str,
-                 module: str) -> None:
+    def __init__(self, requested_bytes: int, allocated_bytes: int, limit_bytes: int | None, device: str, op: str,
+                 module: str, reason: str = "") -> None:
         self.requested_bytes, self.allocated_bytes, self.limit_bytes = requested_bytes, allocated_bytes, limit_bytes
-        self.device, self.op, self.module = device, op, module
+        self.device, self.op, self.module, self.reason = device, op, module, reason
         where = f"op '{op}'" if op else "a tensor"
         if module:
             where += f" in module '{module}'"
+        limit = "no limit set" if limit_bytes is None else \
+            f"a limit of {format_bytes(limit_bytes)} ({limit_bytes} bytes)"
         super().__init__(
             f"out of memory on {device}: {where} requested {format_bytes(requested_bytes)} "
             f"({requested_bytes} bytes) with {format_bytes(allocated_bytes)} ({allocated_bytes} bytes) in use "
-            f"and a limit of {format_bytes(limit_bytes)} ({limit_bytes} bytes)")
+            f"and {limit}" + (f"; the system refused it: {reason}" if reason else ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,7 @@ class _DeviceState:
 
 
 _devices: dict[str, _DeviceState] = {"cpu": _DeviceState()}
+limit_set = False  # some device has a limit: ops then call check_room before computing (set_limit keeps it)
 # id(root buffer) -> [bytes, tensor references, device state, device name, category, op, module, phase, step, shape,
 #                     dtype, site]: what register() knew; nothing after the references changes.
 _buffers: dict[int, list] = {}
@@ -141,11 +147,7 @@ def register(array: Any, category: str = "activation", op: str = "") -> int:
     nbytes = root.nbytes
     allocated = state.allocated + nbytes
     if state.limit is not None and allocated > state.limit:
-        if _hooks.oom:
-            _hooks.emit(_hooks.oom, _hooks.OomEvent(nbytes, state.allocated, state.limit, device, op,
-                                                    _hooks.module_stack[-1], _hooks.phase, _hooks._step,
-                                                    time.perf_counter_ns()))
-        raise OutOfMemoryError(nbytes, state.allocated, state.limit, device, op, _hooks.module_stack[-1])
+        raise _refused(nbytes, state, device, op)
     state.allocated = allocated
     categories = state.categories
     categories[category] = categories.get(category, 0) + nbytes
@@ -174,6 +176,40 @@ def register(array: Any, category: str = "activation", op: str = "") -> int:
             shape if shape.__class__ is tuple else tuple(shape), _dtype_names.get(dtype) or _hooks.dtype_name(dtype),
             _perf_counter_ns())))
     return key
+
+
+def check_room(nbytes: int, like: Any, op: str) -> None:
+    """Raise ``OutOfMemoryError`` (after the ``oom`` hook) if ``nbytes`` more on the device of array ``like`` would
+    exceed its limit: an op's output, checked from shapes and dtypes before the op allocates anything."""
+    device = "cpu" if type(like) is np.ndarray else device_of(like)
+    state = _devices.get(device)
+    if state is not None and state.limit is not None and state.allocated + nbytes > state.limit:
+        raise _refused(nbytes, state, device, op)
+
+
+def refused_by_system(error: MemoryError, op: str, like: Any, expected_bytes: int | None = None) -> MemoryError:
+    """The ``OutOfMemoryError`` for a ``MemoryError`` raised inside ``op`` (NumPy could not allocate), with the
+    fields of the limit's: the bytes NumPy asked for (else ``expected_bytes``, else 0), the bytes in use and the
+    limit of the device of array ``like``; the ``oom`` hook is emitted first. An ``OutOfMemoryError`` is returned
+    as it is."""
+    if isinstance(error, OutOfMemoryError):
+        return error
+    requested = getattr(error, "_total_size", None)  # NOTE: numpy's _ArrayMemoryError ("Unable to allocate ...")
+    if not isinstance(requested, int):
+        requested = expected_bytes or 0
+    device = "cpu" if like is None or type(like) is np.ndarray else device_of(like)
+    refused = _refused(requested, _state(device), device, op, str(error) or type(error).__name__)
+    refused.__cause__ = error
+    return refused
+
+
+def _refused(nbytes: int, state: _DeviceState, device: str, op: str, reason: str = "") -> OutOfMemoryError:
+    """The error for a refused allocation, after announcing it to the ``oom`` observers."""
+    module = _hooks.module_stack[-1]
+    if _hooks.oom:
+        _hooks.emit(_hooks.oom, _hooks.OomEvent(nbytes, state.allocated, state.limit, device, op, module,
+                                                _hooks.phase, _hooks._step, time.perf_counter_ns()))
+    return OutOfMemoryError(nbytes, state.allocated, state.limit, device, op, module, reason)
 
 
 def release(key: int) -> None:
@@ -222,10 +258,14 @@ def stats(device: str = "cpu") -> MemoryStats:
 
 
 def set_limit(limit_bytes: int | None, device: str = "cpu") -> None:
-    """Cap the bytes the engine may hold on ``device`` (None removes the cap)."""
-    if limit_bytes is not None and (not isinstance(limit_bytes, (int, np.integer)) or limit_bytes < 0):
-        raise ValueError(f"memory limit must be a non-negative number of bytes or None, got {limit_bytes!r}")
+    """Cap the bytes the engine may hold on ``device`` (None removes the cap); an int, bool excluded."""
+    global limit_set
+    if limit_bytes is not None and (isinstance(limit_bytes, bool) or not isinstance(limit_bytes, (int, np.integer))
+                                    or limit_bytes < 0):
+        raise ValueError(f"memory limit must be a non-negative number of bytes (an int) or None, got "
+                         f"{limit_bytes!r} ({type(limit_bytes).__name__})")
     _state(device).limit = None if limit_bytes is None else int(limit_bytes)
+    limit_set = any(state.limit is not None for state in _devices.values())
 
 
 def allocated_bytes(device: str = "cpu") -> int:

@@ -1,6 +1,7 @@
 """Helpers shared by ops: operand coercion and reducing a broadcast gradient back to its input's shape."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -58,3 +59,32 @@ def single_axis(axis: Any, ndim: int, shape: tuple[int, ...] | None = None, op: 
         of = f"of shape {shape}" if shape is not None else f"with {ndim} dimensions"
         raise ValueError(f"{where}axis {axis!r} is out of range for a tensor {of} (valid: {-bound} to {bound - 1})")
     return int(axis) % bound
+
+
+# --- output sizes from shapes and dtypes (Function.output_nbytes), before an op computes anything -----------------
+
+def elementwise_nbytes(op: Any, *arrays: Any) -> int:
+    """``output_nbytes`` of an elementwise op: its inputs broadcast together, in their promoted dtype."""
+    return shape_nbytes(broadcast_shape(*[a.shape for a in arrays]), result_dtype(*arrays))
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """``np.broadcast_shapes`` with a fast path for equal shapes (the common case; ~0.1 µs instead of ~3)."""
+    first = shapes[0]
+    for shape in shapes[1:]:
+        if shape != first:
+            return np.broadcast_shapes(*shapes)
+    return first
+
+
+def result_dtype(*arrays: Any) -> np.dtype:
+    """The dtype NumPy promotes ``arrays`` (numpy or cupy) to, with a fast path for one dtype."""
+    first = arrays[0].dtype
+    for array in arrays[1:]:
+        if array.dtype != first:
+            return np.result_type(*[a.dtype for a in arrays])
+    return first
+
+
+def shape_nbytes(shape: tuple[int, ...], dtype: Any) -> int:
+    return math.prod(shape) * np.dtype(dtype).itemsize

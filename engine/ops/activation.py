@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from engine.function import Function
+from engine.ops._util import elementwise_nbytes
 from engine.tensor import Tensor
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
@@ -23,6 +24,8 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 class Tanh(Function):
+    output_nbytes = elementwise_nbytes
+
     def forward(self, x):
         self.out = np.tanh(x)
         return self.out
@@ -32,6 +35,8 @@ class Tanh(Function):
 
 
 class Sigmoid(Function):
+    output_nbytes = elementwise_nbytes
+
     def forward(self, x):
         # exp(-|x|) never overflows: sigmoid(x) = 1/(1+e^-x) for x >= 0, e^x/(1+e^x) otherwise.
         z = np.exp(-np.abs(x))
@@ -43,6 +48,8 @@ class Sigmoid(Function):
 
 
 class ReLU(Function):
+    output_nbytes = elementwise_nbytes
+
     def forward(self, x):
         self.out = np.maximum(x, 0)
         return self.out
@@ -52,6 +59,8 @@ class ReLU(Function):
 
 
 class LeakyReLU(Function):
+    output_nbytes = elementwise_nbytes
+
     def __init__(self, negative_slope: float = 0.01) -> None:
         self.negative_slope = negative_slope
 
@@ -65,6 +74,8 @@ class LeakyReLU(Function):
 
 class GELU(Function):
     """x·Φ(x) with the exact normal CDF, PyTorch's default ``approximate='none'``."""
+
+    output_nbytes = elementwise_nbytes
 
     def forward(self, x):
         self.x = x

@@ -7,12 +7,14 @@ import numpy as np
 
 from engine import config as _config
 from engine.function import Function
-from engine.ops._util import as_tensor, broadcast_error, unbroadcast
+from engine.ops._util import (as_tensor, broadcast_error, broadcast_shape, elementwise_nbytes, result_dtype,
+                              shape_nbytes, unbroadcast)
 from engine.tensor import Tensor
 
 
 class _Binary(Function):
     symbol = "?"
+    output_nbytes = elementwise_nbytes
 
     def __call__(self, a: Tensor, b: Tensor) -> Tensor:  # type: ignore[override]
         try:
@@ -97,6 +99,8 @@ class Pow(_Binary):
 
 
 class Neg(Function):
+    output_nbytes = elementwise_nbytes
+
     def forward(self, a):
         return -a
 
@@ -122,6 +126,13 @@ class MatMul(Function):
     def forward(self, a, b):
         self.a, self.b = a, b
         return a @ b
+
+    def output_nbytes(self, a, b):
+        """(..., n, k) @ (..., k, m) -> (broadcast batch..., n, m); a 1-d operand has its matrix dim dropped."""
+        batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
+        rows = (a.shape[-2],) if a.ndim > 1 else ()
+        columns = (b.shape[-1],) if b.ndim > 1 else ()
+        return shape_nbytes(batch + rows + columns, result_dtype(a, b))
 
     def backward(self, grad):
         a, b = self.a, self.b

@@ -5,8 +5,9 @@ from typing import Any
 
 import numpy as np
 
+from engine import memory as _memory
 from engine.function import Function
-from engine.ops._util import as_tensor, unbroadcast
+from engine.ops._util import as_tensor, broadcast_shape, result_dtype, shape_nbytes, unbroadcast
 from engine.tensor import Tensor
 
 
@@ -15,9 +16,13 @@ def _compare(ufunc: Any, a: Any, b: Any) -> Tensor:
     b = as_tensor(b, a_t)
     a = as_tensor(a, b)
     try:
+        if _memory.limit_set:  # NOTE: not a Function (no gradient): its output is checked here, as __call__ does
+            _memory.check_room(shape_nbytes(broadcast_shape(a.shape, b.shape), np.bool_), a._data, ufunc.__name__)
         out = ufunc(a._data, b._data)
     except ValueError:
         raise ValueError(f"{ufunc.__name__}: shapes {a.shape} and {b.shape} cannot be broadcast together") from None
+    except MemoryError as error:
+        raise _memory.refused_by_system(error, ufunc.__name__, a._data)
     return Tensor._wrap_array(np.asarray(out), "activation", ufunc.__name__)
 
 
@@ -52,6 +57,9 @@ class Where(Function):
     def forward(self, a, b):
         self.a_shape, self.b_shape = a.shape, b.shape
         return np.where(self.condition, a, b)
+
+    def output_nbytes(self, a, b):
+        return shape_nbytes(broadcast_shape(self.condition.shape, a.shape, b.shape), result_dtype(a, b))
 
     def backward(self, grad):
         zero = np.zeros((), dtype=grad.dtype)

@@ -5,6 +5,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from engine.function import Function
+from engine.ops._util import result_dtype, shape_nbytes
 
 
 def pad2d(x: np.ndarray, padding: tuple[int, int, int, int], value: float = 0.0) -> np.ndarray:
@@ -15,6 +16,14 @@ def pad2d(x: np.ndarray, padding: tuple[int, int, int, int], value: float = 0.0)
     out = np.full(x.shape[:-2] + (x.shape[-2] + top + bottom, x.shape[-1] + left + right), value, dtype=x.dtype)
     out[..., top:top + x.shape[-2], left:left + x.shape[-1]] = x
     return out
+
+
+def output_size(shape: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, int],
+                padding: tuple[int, int, int, int]) -> tuple[int, int]:
+    """(H_out, W_out) of a window op over the last two axes of an input of ``shape``."""
+    top, bottom, left, right = padding
+    return ((shape[-2] + top + bottom - kernel[0]) // stride[0] + 1,
+            (shape[-1] + left + right - kernel[1]) // stride[1] + 1)
 
 
 def windows(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int]) -> np.ndarray:
@@ -56,6 +65,11 @@ class Conv2d(Function):
             out += bias[:, None]
         self.cols, self.weight, self.padded_shape, self.has_bias = cols, weight, padded.shape, bias is not None
         return out.reshape(n, out_channels, h_out, w_out)
+
+    def output_nbytes(self, x, weight, bias=None):
+        """(N, O, H_out, W_out); the im2col copy made on the way is scratch (not counted, as NumPy's)."""
+        h_out, w_out = output_size(x.shape, weight.shape[2:], self.stride, self.padding)
+        return shape_nbytes((x.shape[0], weight.shape[0], h_out, w_out), result_dtype(x, weight))
 
     def backward(self, grad):
         cols, weight = self.cols, self.weight

@@ -5,10 +5,13 @@ import numpy as np
 
 from engine import random as _random
 from engine.function import Function
+from engine.ops._util import elementwise_nbytes
 
 
 class Dropout(Function):
     """The mask comes from ``engine.random.generator()``, so ``engine.manual_seed`` fixes it."""
+
+    output_nbytes = elementwise_nbytes
 
     def __init__(self, p: float) -> None:
         self.p = p

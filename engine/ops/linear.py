@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.function import Function
+from engine.ops._util import result_dtype, shape_nbytes
 from engine.tensor import Tensor
 
 
@@ -16,6 +17,9 @@ class Linear(Function):
         if bias is not None:
             out += bias
         return out
+
+    def output_nbytes(self, x, weight, bias=None):
+        return shape_nbytes(x.shape[:-1] + weight.shape[:1], result_dtype(x, weight))
 
     def backward(self, grad):
         x, weight = self.x, self.weight

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from engine.function import Function
-from engine.ops._util import unbroadcast
+from engine.ops._util import broadcast_shape, elementwise_nbytes, result_dtype, shape_nbytes, unbroadcast
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -49,6 +49,9 @@ class _Labelled(Function):
         if valid is not None:
             row_weight = valid.astype(dtype) if row_weight is None else row_weight * valid
         self.row_weight = row_weight  # None means every row has weight 1
+
+    def output_nbytes(self, x):
+        return (self.target.size if self.reduction == "none" else 1) * x.dtype.itemsize
 
     def _reduce(self, per_row: np.ndarray, dtype: np.dtype) -> np.ndarray:
         if self.reduction == "none":
@@ -146,6 +149,10 @@ class SoftCrossEntropy(Function):
         total_loss = per_row.sum(dtype=x.dtype)
         return np.asarray(total_loss / (per_row.size if self.reduction == "mean" else 1), dtype=x.dtype)
 
+    def output_nbytes(self, x):
+        rows = x.size // x.shape[1] if x.ndim > 1 and x.shape[1] else 1
+        return (rows if self.reduction == "none" else 1) * x.dtype.itemsize
+
     def backward(self, grad):
         p, a = self.p, self.a
         if self.reduction == "none":
@@ -191,6 +198,9 @@ class MSELoss(Function):
         total = squared.sum()
         return np.asarray(total / squared.size if self.reduction == "mean" else total, dtype=squared.dtype)
 
+    def output_nbytes(self, x, target):
+        return elementwise_nbytes(self, x, target) if self.reduction == "none" else result_dtype(x, target).itemsize
+
     def backward(self, grad):
         d = self.diff
         factor = 2.0 / d.size if self.reduction == "mean" else 2.0
@@ -219,6 +229,13 @@ class BCEWithLogits(Function):
             return loss
         total = loss.sum()
         return np.asarray(total / loss.size if self.reduction == "mean" else total, dtype=loss.dtype)
+
+    def output_nbytes(self, x, t):
+        operands = [a for a in (x, t, self.weight, self.pos_weight) if a is not None]
+        dtype = result_dtype(*operands)
+        if self.reduction != "none":
+            return dtype.itemsize
+        return shape_nbytes(broadcast_shape(*[a.shape for a in operands]), dtype)
 
     def backward(self, grad):
         x, t = self.x, self.t

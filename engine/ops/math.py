@@ -6,10 +6,13 @@ from typing import Any
 import numpy as np
 
 from engine.function import Function
+from engine.ops._util import elementwise_nbytes, shape_nbytes
 from engine.tensor import Tensor, _as_dtype
 
 
 class Exp(Function):
+    output_nbytes = elementwise_nbytes
+
     def forward(self, x):
         self.out = np.exp(x)
         return self.out
@@ -19,6 +22,8 @@ class Exp(Function):
 
 
 class Log(Function):
+    output_nbytes = elementwise_nbytes
+
     def forward(self, x):
         self.x = x
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -29,6 +34,8 @@ class Log(Function):
 
 
 class Sqrt(Function):
+    output_nbytes = elementwise_nbytes
+
     def forward(self, x):
         with np.errstate(invalid="ignore"):
             self.out = np.sqrt(x)
@@ -40,6 +47,8 @@ class Sqrt(Function):
 
 
 class Abs(Function):
+    output_nbytes = elementwise_nbytes
+
     def forward(self, x):
         self.sign = np.sign(x)
         return np.abs(x)
@@ -50,6 +59,8 @@ class Abs(Function):
 
 class Clip(Function):
     """Clamp into [low, high]; the gradient passes where the input was inside the bounds (inclusive)."""
+
+    output_nbytes = elementwise_nbytes
 
     def __init__(self, low: Any, high: Any) -> None:
         if low is None and high is None:
@@ -75,6 +86,9 @@ class Cast(Function):
     def forward(self, x):
         self.source = x.dtype
         return x.astype(self.dtype)
+
+    def output_nbytes(self, x):
+        return shape_nbytes(x.shape, self.dtype)
 
     def backward(self, grad):
         return (grad.astype(self.source),)

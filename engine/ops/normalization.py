@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.function import Function
+from engine.ops._util import result_dtype, shape_nbytes
 
 
 class BatchNorm(Function):
@@ -52,6 +53,9 @@ class BatchNorm(Function):
             out += bias.reshape(bshape)
         self.scale = scale
         return out
+
+    def output_nbytes(self, x, weight=None, bias=None):
+        return shape_nbytes(x.shape, result_dtype(x) if weight is None else result_dtype(x, weight))
 
     def backward(self, grad):
         axes, bshape = self.axes, self.bshape

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.function import Function
-from engine.ops.conv import pad2d
+from engine.ops._util import shape_nbytes
+from engine.ops.conv import output_size, pad2d
 
 
 def _first_max(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
@@ -36,6 +37,9 @@ def _route(grad: np.ndarray, index: np.ndarray | None, count: int) -> list[np.nd
 class _Pool2d(Function):
     def __init__(self, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int, int, int]) -> None:
         self.kernel, self.stride, self.padding = kernel, stride, padding
+
+    def output_nbytes(self, x):
+        return shape_nbytes(x.shape[:2] + output_size(x.shape, self.kernel, self.stride, self.padding), x.dtype)
 
     def _offsets(self, x: np.ndarray) -> tuple[list[list[np.ndarray]], tuple[int, int]]:
         """For each kernel offset (i, j) the strided view x[:, :, i + sh·r, j + sw·c] over every window (r, c)."""

@@ -7,8 +7,15 @@ from typing import Any
 import numpy as np
 
 from engine.function import Function
-from engine.ops._util import normalize_axis
+from engine.ops._util import normalize_axis, shape_nbytes
 from engine.tensor import Tensor
+
+
+def _reduced_shape(x: np.ndarray, axis: Any, keepdims: bool, op: str) -> tuple[int, ...]:
+    axes = normalize_axis(axis, x.ndim, x.shape, op)
+    if axes is None:
+        return (1,) * x.ndim if keepdims else ()
+    return tuple(1 if i in axes else n for i, n in enumerate(x.shape) if keepdims or i not in axes)
 
 
 def _expand(grad: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdims: bool) -> np.ndarray:
@@ -29,6 +36,10 @@ class Sum(Function):
         self.axes = normalize_axis(self.axis, x.ndim, x.shape, self.name.lower())
         return x.sum(axis=self.axes, keepdims=self.keepdims)
 
+    def output_nbytes(self, x):
+        dtype = x.dtype if x.dtype.kind in "fc" else np.result_type(x.dtype, np.int_)  # integers sum as int64
+        return shape_nbytes(_reduced_shape(x, self.axis, self.keepdims, self.name.lower()), dtype)
+
     def backward(self, grad):
         return (np.broadcast_to(_expand(grad, self.shape, self.axes, self.keepdims), self.shape).copy(),)
 
@@ -39,6 +50,10 @@ class Mean(Sum):
         self.axes = normalize_axis(self.axis, x.ndim, x.shape, self.name.lower())
         self.count = x.size if self.axes is None else int(np.prod([x.shape[a] for a in self.axes]))
         return x.mean(axis=self.axes, keepdims=self.keepdims)
+
+    def output_nbytes(self, x):
+        dtype = x.dtype if x.dtype.kind in "fc" else np.float64  # the mean of integers is float64
+        return shape_nbytes(_reduced_shape(x, self.axis, self.keepdims, self.name.lower()), dtype)
 
     def backward(self, grad):
         (g,) = super().backward(grad)
@@ -62,6 +77,9 @@ class Max(Function):
         self.out = self.reduce(x, axis=self.axes, keepdims=True)
         return self.out if self.keepdims else (self.out.reshape(()) if self.axes is None else
                                                 np.squeeze(self.out, axis=self.axes))
+
+    def output_nbytes(self, x):
+        return shape_nbytes(_reduced_shape(x, self.axis, self.keepdims, self.name.lower()), x.dtype)
 
     def backward(self, grad):
         mask = self.x == self.out

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from engine.function import Function
-from engine.ops._util import as_tensor, single_axis
+from engine.ops._util import as_tensor, result_dtype, shape_nbytes, single_axis
 from engine.tensor import Tensor
 
 
@@ -22,6 +22,9 @@ class Reshape(Function):
             raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) into "
                              f"{self.shape}") from None
 
+    def output_nbytes(self, x):
+        return 0 if x.flags.c_contiguous else None  # a view; otherwise maybe a copy (checked once made)
+
     def backward(self, grad):
         return (grad.reshape(self.in_shape),)
 
@@ -36,6 +39,9 @@ class Transpose(Function):
             raise ValueError(f"transpose axes {self.axes} are not a permutation of the {x.ndim} axes of {x.shape}")
         return np.transpose(x, self.axes)
 
+    def output_nbytes(self, x):
+        return 0  # a view
+
     def backward(self, grad):
         inverse = None if self.axes is None else tuple(np.argsort([a % grad.ndim for a in self.axes]))
         return (np.transpose(grad, inverse),)
@@ -49,6 +55,9 @@ class Concat(Function):
         self.sizes = [x.shape[self.axis] for x in xs]
         return np.concatenate(xs, axis=self.axis)
 
+    def output_nbytes(self, *xs):
+        return sum(x.size for x in xs) * result_dtype(*xs).itemsize
+
     def backward(self, grad):
         return tuple(np.split(grad, np.cumsum(self.sizes)[:-1], axis=self.axis))
 
@@ -59,6 +68,9 @@ class Stack(Function):
 
     def forward(self, *xs):
         return np.stack(xs, axis=self.axis)
+
+    def output_nbytes(self, *xs):
+        return sum(x.size for x in xs) * result_dtype(*xs).itemsize
 
     def backward(self, grad):
         return tuple(np.moveaxis(grad, self.axis, 0))
@@ -79,6 +91,14 @@ class GetItem(Function):
         except IndexError as error:
             raise IndexError(f"index {_describe(self.index)} is invalid for a tensor of shape {x.shape}: {error}") from None
         return out if isinstance(out, np.ndarray) else np.asarray(out)
+
+    def output_nbytes(self, x):
+        """Basic indexing gives a view, or a 0-d copy when every axis gets an int; integer arrays: not known."""
+        if self.advanced:
+            return None
+        parts = self.index if isinstance(self.index, tuple) else (self.index,)
+        element = len(parts) == x.ndim and all(type(p) is not bool and isinstance(p, (int, np.integer)) for p in parts)
+        return x.dtype.itemsize if element else 0
 
     def backward(self, grad):
         full = np.zeros(self.shape, dtype=grad.dtype)

@@ -4,11 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from engine.function import Function
-from engine.ops._util import single_axis
+from engine.ops._util import elementwise_nbytes, single_axis
 from engine.tensor import Tensor
 
 
 class Softmax(Function):
+    output_nbytes = elementwise_nbytes
+
     def __init__(self, axis: int = -1) -> None:
         self.axis = axis
 
@@ -24,6 +26,8 @@ class Softmax(Function):
 
 
 class LogSoftmax(Function):
+    output_nbytes = elementwise_nbytes
+
     def __init__(self, axis: int = -1) -> None:
         self.axis = axis
 

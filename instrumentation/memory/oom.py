@@ -26,7 +26,8 @@ def oom_alert(event: Any, snapshot: MemorySnapshot, capture_id: str | None) -> A
     allocator = snapshot.allocator
     message = (f"out of memory on {event.device} at step {event.step}: {where} ({event.phase}) requested "
                f"{memory.format_bytes(event.requested_bytes)} with {memory.format_bytes(event.allocated_bytes)} in use "
-               f"and a limit of {memory.format_bytes(event.limit_bytes)}")
+               + ("and no limit set (the system refused it)" if event.limit_bytes is None else
+                  f"and a limit of {memory.format_bytes(event.limit_bytes)}"))
     if top:
         (site, category), (nbytes, _) = top[0]
         message += f"; the most memory in use was allocated at {site} ({category}, {memory.format_bytes(nbytes)})"

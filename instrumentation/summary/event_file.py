@@ -26,11 +26,21 @@ _file_sequence = iter(range(1 << 62))  # the <n> of event file names, unique in 
 class _EventFile:
     """One append-only event file written with os.write (no user-space buffer a fork could duplicate)."""
 
-    def __init__(self, run_dir: str, suffix: str) -> None:
+    def __init__(self, run_dir: str, suffix: str, header: bytes) -> None:
+        """Creates the file and writes `header`; on OSError nothing stays open and no file is left behind."""
         self.path = os.path.join(run_dir, event_file_name(next(_file_sequence), suffix))
         os.makedirs(run_dir, exist_ok=True)
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.size_bytes = 0
+        self.intact = True  # False once a failed write could not be cut back: the file gets no more records
+        try:
+            self.size_bytes = os.fstat(self.fd).st_size  # NOTE: 0 unless a process with our pid wrote it this second
+            self.append(header)
+        except OSError:
+            if self.size_bytes == 0:
+                _unlink_quietly(self.path)
+            self.close_quietly()
+            raise
 
     def append(self, payload: bytes) -> None:
         """Writes all of `payload`, or cuts the file back to its last complete record and raises OSError."""
@@ -42,12 +52,25 @@ class _EventFile:
             try:
                 os.ftruncate(self.fd, self.size_bytes)
             except OSError:
-                pass
+                self.intact = False
             raise
         self.size_bytes += len(payload)
 
     def close(self) -> None:
         os.close(self.fd)
+
+    def close_quietly(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass  # NOTE: the descriptor is released even when close reports an error (POSIX on Linux)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 class AsyncEventWriter:
@@ -56,10 +79,13 @@ class AsyncEventWriter:
 
     `enqueue` costs one deque append. The thread writes whatever is queued every `flush_secs`, as soon as
     `max_queue` items wait, and on `flush()`/`close()`/interpreter exit; written bytes reach the OS at once,
-    so a process killed after `flush()` returns leaves every flushed event readable. I/O errors are logged once
-    per path and error, counted in `dropped_events`, and never raised. In a child process after `fork`, the
-    writer forgets the parent's queue and files and starts new files (named with the child's pid) in the same
-    directories on the child's first event, so the two processes never write into one file.
+    so a process killed after `flush()` returns leaves every flushed event readable. I/O errors (a full disk) are
+    never raised: the events of a failed write are dropped and counted in `dropped_events`, the file is cut back to
+    its last complete record, a run whose file could not be started leaves no file and no open descriptor, and the
+    next write tries again; a warning is logged when a run's writes start failing and a line when they succeed
+    again. In a child process after `fork`, the writer forgets the parent's queue and files and starts new files
+    (named with the child's pid) in the same directories on the child's first event, so the two processes never
+    write into one file.
     """
 
     def __init__(self, run_dir: str, *, max_queue: int, flush_secs: float, filename_suffix: str = "") -> None:
@@ -71,6 +97,7 @@ class AsyncEventWriter:
         self.dropped_events = 0
         self.written_events = 0
         self._reported: set[tuple[str, str]] = set()
+        self._failing: dict[str, int] = {}  # run dir -> dropped_events when its writes started failing
         self.queue: deque[tuple[str | None, Build | None, tuple[Any, ...]]] = deque()
         self._start()
         _LIVE_WRITERS.add(self)
@@ -126,8 +153,11 @@ class AsyncEventWriter:
         self._wakeup.set()
         if self._thread is not threading.current_thread():
             self._thread.join()
-        for event_file in self._files.values():
-            event_file.close()
+        for path, event_file in self._files.items():
+            try:
+                event_file.close()
+            except OSError as error:  # e.g. NFS reports a late write error here; the descriptor is released anyway
+                self._io_failed(path, error)
         self._files.clear()
         _LIVE_WRITERS.discard(self)
         if self.dropped_events:
@@ -197,22 +227,36 @@ class AsyncEventWriter:
                 self.dropped_events += batch.events + len(batch.records) + len(batch.scalars)
                 batch.scalars.discard()
                 continue
+            event_file = self._files.get(path)
             try:
-                event_file = self._file(path)
+                if event_file is None:  # NOTE: stored only once its header is written (else closed and removed)
+                    event_file = self._files[path] = _EventFile(path, self.filename_suffix,
+                                                                frame_records([file_version_event(time.time())]))
                 if payload:
                     event_file.append(payload)
-                self.written_events += events
             except OSError as error:
-                self._report(path, f"{error.strerror or error} (errno {error.errno})")
+                self._io_failed(path, error)
                 self.dropped_events += events
+                if event_file is not None and not event_file.intact:  # a torn record stays: start a new file
+                    event_file.close_quietly()
+                    del self._files[path]
+                continue
+            self.written_events += events
+            if self._failing:
+                self._io_recovered(path)
 
-    def _file(self, run_dir: str) -> _EventFile:
-        event_file = self._files.get(run_dir)
-        if event_file is None:
-            event_file = _EventFile(run_dir, self.filename_suffix)
-            event_file.append(frame_records([file_version_event(time.time())]))
-            self._files[run_dir] = event_file
-        return event_file
+    def _io_failed(self, path: str, error: OSError) -> None:
+        """Warns once per run while its writes keep failing (not once per flush)."""
+        if path not in self._failing:
+            self._failing[path] = self.dropped_events
+            logger.warning("SummaryWriter cannot write to %s: %s (errno %s); its events are dropped and counted in "
+                           "dropped_events until a write succeeds again", path, error.strerror or error, error.errno)
+
+    def _io_recovered(self, path: str) -> None:
+        dropped_before = self._failing.pop(path, None)
+        if dropped_before is not None:
+            logger.warning("SummaryWriter writes to %s again (%d events were dropped meanwhile)", path,
+                           self.dropped_events - dropped_before)
 
     def _report(self, path: str, message: str) -> None:
         if (path, message) not in self._reported:
@@ -222,10 +266,7 @@ class AsyncEventWriter:
 
     def _after_fork_in_child(self) -> None:
         for event_file in self._files.values():
-            try:
-                event_file.close()  # the child's copy of the descriptor only
-            except OSError:
-                pass
+            event_file.close_quietly()  # the child's copy of the descriptor only
         self._start()
 
 

@@ -65,7 +65,8 @@ class SummaryWriter:
 
     @property
     def dropped_events(self) -> int:
-        """Events lost to I/O errors (each error is also logged once with the path)."""
+        """Events lost to I/O errors such as a full disk (a run's failing writes are logged once, and again when they
+        succeed; see AsyncEventWriter)."""
         return self._async.dropped_events
 
     def add_scalar(self, tag: str, scalar_value: Any, global_step: int | None = None,

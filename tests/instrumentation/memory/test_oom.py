@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import engine
@@ -58,3 +59,19 @@ def test_oom_propagates_when_the_snapshot_cannot_be_written(make_tracker, tmp_pa
     with pytest.raises(engine.OutOfMemoryError):
         train(50, "hook")
     assert "cannot write a memory snapshot" in capsys.readouterr().err
+
+
+def test_numpy_memory_error_with_no_limit_is_captured_like_a_refusal(make_tracker) -> None:
+    tracker = make_tracker()
+    column = engine.tensor(np.ones((1 << 24, 1), dtype=np.uint8))
+    row = engine.tensor(np.ones((1, 1 << 24), dtype=np.uint8))
+    with pytest.raises(engine.OutOfMemoryError) as raised:  # 256 TiB: NumPy itself cannot allocate it
+        column * row
+    error = raised.value
+    assert (error.requested_bytes, error.limit_bytes, error.op) == (1 << 48, None, "Mul")
+    [snapshot] = [s for f in list_snapshots(tracker.run_dir) if (s := read_snapshot(f.path)).reason == "oom"]
+    assert snapshot.requested.bytes == 1 << 48 and snapshot.requested.op == "Mul"
+    assert snapshot.allocator.limit is None and snapshot.allocator.largest_free_block is None
+    assert snapshot.allocator.allocated == error.allocated_bytes
+    [alert] = AlertReader(Path(tracker.run_dir) / ALERTS_RELPATH).read()
+    assert alert.kind == "oom" and "no limit set" in alert.message and alert.evidence["limit_bytes"] is None
