@@ -7,12 +7,12 @@ import dash
 from dash import Dash, dcc, html
 from dash.exceptions import DependencyException
 
-from board.api import api, json_error
+from board.api import StrictJSONProvider, api, json_error
 from board.config import BoardConfig
 from board.context import EXTENSION, BoardContext
 from board.data.store import LogdirStore
 from board.data.views import SmoothingCache
-from board.security import install_guard
+from board.security import content_security_policy, install_guard
 
 
 def create_app(config: BoardConfig, store: LogdirStore | None = None) -> Dash:
@@ -28,12 +28,16 @@ def create_app(config: BoardConfig, store: LogdirStore | None = None) -> Dash:
     )
     store = store if store is not None else LogdirStore(config.logdir, config.reload_interval, config.cache_root)
     app.server.extensions[EXTENSION] = BoardContext(config=config, store=store, smoothing=SmoothingCache())
-    install_guard(app.server, config.token, loopback_only=config.is_loopback and config.token is None)
+    app.server.json = StrictJSONProvider(app.server)
     # Dash answers a component-suite path that names no registered library (e.g. "../..") with an exception.
     app.server.register_error_handler(DependencyException, lambda error: json_error(404, "no such file"))
     app.server.register_blueprint(api)
     for page in _pages():
         page.register_callbacks(app)
+    # NOTE: the policy names each inline script by its hash; Dash adds one (the pages' title callback) on its
+    # first request, so the hashes are taken per response (a few microseconds).
+    install_guard(app.server, config.token, loopback_only=config.is_loopback and config.token is None,
+                  policy=lambda: content_security_policy(tuple(app.csp_hashes())))
     app.layout = _shell
     return app
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from playwright.sync_api import Page
 
 from instrumentation import SummaryWriter
 
@@ -41,3 +42,11 @@ def version_record(wall_time: float = 1.7e9) -> bytes:
     from instrumentation.format import FILE_VERSION, frame_record, protos
 
     return frame_record(protos.Event(wall_time=wall_time, file_version=FILE_VERSION).SerializeToString())
+
+
+def watch_console(page: Page) -> list[str]:
+    """Console errors and uncaught exceptions of `page` (CSP violations are console errors), collected from now on."""
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return errors
