@@ -156,6 +156,7 @@ def alerts() -> Response:
     found = alert_index(store).alerts(selection)
     counts = {severity: sum(item.alert.severity == severity for item in found) for severity in SEVERITIES}
     return jsonify({
+        "loaded": store.refreshes > 0,
         "count": len(found),
         "counts": counts,
         "alerts": [{"run": item.run, **asdict(item.alert)} for item in found],

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from flask.testing import FlaskClient
 from playwright.sync_api import Page
 
 from instrumentation import SummaryWriter
@@ -50,3 +51,13 @@ def watch_console(page: Page) -> list[str]:
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
     return errors
+
+
+def client_for(logdir: Path, token: str | None = None) -> FlaskClient:
+    """A test client of a board on `logdir` (no cache) whose store has read the directory once."""
+    from board.app import create_app
+    from board.config import BoardConfig
+
+    app = create_app(BoardConfig(logdir=logdir, token=token, no_cache=True))
+    app.server.extensions["flowscope"].store.refresh()
+    return app.server.test_client()
