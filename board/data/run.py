@@ -129,6 +129,9 @@ class RunState:
                 with lock:
                     self._ingest(batch, histograms)
                 changed = True
+        if changed:
+            for series in self.scalars.values():
+                series.publish()  # readers see the new points from here on, without taking the lock
         return changed
 
     def _needs_reset(self, event_files: tuple[str, ...]) -> bool:
