@@ -12,6 +12,7 @@ from pathlib import Path
 
 from board.config import BoardConfig
 
+LISTEN_BACKLOG = 4096  # connections waiting to be accepted (the kernel caps it at net.core.somaxconn)
 _TYPES = {"logdir": Path, "host": str, "port": int, "reload_interval": float, "token": str, "cache_dir": Path,
           "no_cache": bool, "read_only": bool}
 
@@ -74,6 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     app = create_app(config, store)
     server = make_server(config.host, config.port, app.server, threaded=True)
+    # NOTE: Werkzeug listens with a backlog of 128: with more clients connecting at once the kernel drops SYNs,
+    # and each dropped one waits for TCP's 1 s, 3 s, 7 s retransmissions (bench/board_load.py: p99 3.6 s → see docs).
+    server.socket.listen(LISTEN_BACKLOG)
     host = f"[{config.host}]" if ":" in config.host else config.host
     suffix = "/?token=<your token>" if config.token else "/"
     if not config.logdir.is_dir():

@@ -36,6 +36,11 @@ class BoardConfig:
             raise ValueError("--reload-interval must be positive")
         if not 0 <= self.port <= 65535:
             raise ValueError("--port must be in 0..65535")
+        if self.token is not None and not self.token.strip():
+            # NOTE: `--token "$TOKEN"` with $TOKEN unset passes "": refusing it keeps a 0.0.0.0 board from opening.
+            raise ValueError(f"--token is {'empty' if not self.token else 'only whitespace'} (an unset $TOKEN "
+                             "expands to \"\"); give a secret, e.g. --token \"$(openssl rand -hex 16)\", or leave "
+                             "--token out")
 
     @property
     def is_loopback(self) -> bool:

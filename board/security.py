@@ -1,8 +1,11 @@
-"""Request guard: the optional token (query parameter once, then a cookie) and conservative response headers."""
+"""Request guard: the optional token (query parameter once, then a cookie) and conservative response headers (CSP)."""
 from __future__ import annotations
 
 import hmac
 from urllib.parse import urlencode
+
+from collections.abc import Callable
+from functools import lru_cache
 
 from flask import Flask, Response, g, redirect, request
 
@@ -22,11 +25,33 @@ def request_host_name(host_header: str) -> str:
     return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
 
 
-def install_guard(server: Flask, token: str | None, loopback_only: bool = False) -> None:
+@lru_cache(maxsize=8)
+def content_security_policy(inline_script_hashes: tuple[str, ...]) -> str:
+    """The board's CSP: scripts only from the board itself plus Dash's own inline scripts (by hash; no
+    'unsafe-inline' or 'unsafe-eval' for scripts). Styles allow inline: Plotly and the dropdowns insert <style>
+    elements at run time. Images may be data:/blob: URLs (Plotly's icons and its PNG export)."""
+    directives = {
+        "default-src": ["'self'"],
+        "script-src": ["'self'", *inline_script_hashes],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+    return "; ".join(f"{name} {' '.join(sources)}" for name, sources in directives.items())
+
+
+def install_guard(server: Flask, token: str | None, loopback_only: bool = False,
+                  policy: Callable[[], str] | None = None) -> None:
     """Every request (pages, Dash's own routes, assets, API) must carry `token` when one is set.
 
     `loopback_only` (a board bound to a loopback address without a token): requests must name a loopback host,
-    so a web page whose own name was rebound to 127.0.0.1 (DNS rebinding) cannot read the board."""
+    so a web page whose own name was rebound to 127.0.0.1 (DNS rebinding) cannot read the board.
+    `policy`: gives the Content-Security-Policy of every response (see `content_security_policy`)."""
 
     @server.before_request
     def _check_token() -> Response | None:
@@ -57,6 +82,8 @@ def install_guard(server: Flask, token: str | None, loopback_only: bool = False)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "DENY")
         response.headers.setdefault("Referrer-Policy", "no-referrer")
+        if policy is not None:
+            response.headers.setdefault("Content-Security-Policy", policy())
         if token is not None and g.get("flowscope_set_token_cookie"):
             _set_cookie(response, token)
         return response

@@ -14,12 +14,31 @@ from board.data.series import ScalarColumns
 CSV_HEADER = "run,tag,step,wall_time,value\n"
 
 
+def json_float(value: float) -> float | str:
+    """A finite number as it is; NaN/±Inf as the strings "NaN", "Infinity", "-Infinity" (strict JSON has no such
+    numbers)."""
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
 def json_floats(values: np.ndarray) -> list[float | str]:
-    """Numbers as they are; NaN/±Inf as the strings "NaN", "Infinity", "-Infinity" (strict JSON has no such numbers)."""
+    """`json_float` of every value."""
     listed = values.tolist()
     if np.isfinite(values).all():
         return listed
-    return [v if math.isfinite(v) else ("NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")) for v in listed]
+    return [json_float(v) for v in listed]
+
+
+def strict_json_value(value: Any) -> Any:
+    """`value` with every non-finite float (at any depth of dicts, lists and tuples) spelled by `json_float`."""
+    if isinstance(value, float):
+        return json_float(value)
+    if isinstance(value, dict):
+        return {key: strict_json_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json_value(item) for item in value]
+    return value
 
 
 def scalars_json(run: str, tag: str, columns: ScalarColumns, revision: int, start: int = 0) -> dict[str, Any]:
@@ -78,10 +97,12 @@ def histograms_json(run: str, tag: str, points: list[HistogramPoint]) -> dict[st
         "histograms": [
             {
                 "step": p.step,
-                "wall_time": p.wall_time,
-                "min": p.min,
-                "max": p.max,
-                "num": p.num,
+                "wall_time": json_float(p.wall_time),
+                "min": json_float(p.min),
+                "max": json_float(p.max),
+                "num": json_float(p.num),
+                "sum": json_float(p.sum),
+                "sum_squares": json_float(p.sum_squares),
                 "edges": json_floats(np.asarray(p.edges, np.float64)),
                 "counts": json_floats(np.asarray(p.counts, np.float64)),
             }

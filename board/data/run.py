@@ -139,6 +139,9 @@ class RunState:
                 continue
             tail.size = size  # NOTE: only after a complete read, so that a file readable again is read again
             self._file_problems.pop(name, None)
+        if changed:
+            for series in self.scalars.values():
+                series.publish()  # readers see the new points from here on, without taking the lock
         return changed
 
     def _needs_reset(self, event_files: tuple[str, ...]) -> bool:

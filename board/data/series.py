@@ -84,12 +84,19 @@ class ScalarSeries(RestartingSeries):
     `superseded`), so the series always shows the timeline that was written last, as TensorBoard does.
     `revision` grows on every such truncation, so a client holding (revision, length) knows whether it can
     just append the points after `length` or must fetch the series again.
+
+    One thread writes (`extend`, `columns`, `publish`); any number read `snapshot()` without a lock: it returns
+    the columns and revision of the last `publish()`, which are never written again. Appended points are
+    merged into a buffer with spare room (half the length, only once a published series grows), beyond
+    every length published from it, so a live series costs amortised O(new points) a pass, not a copy of it.
     """
 
-    __slots__ = ()
+    __slots__ = ("_buffer", "_published")
 
     def __init__(self, initial: ScalarColumns | None = None) -> None:
         super().__init__(initial if initial is not None else ScalarColumns(_EMPTY_STEPS, _EMPTY_FLOATS, _EMPTY_FLOATS))
+        self._buffer: ScalarColumns | None = None  # arrays with room; `_columns` is then a prefix of them
+        self._published = (self._columns, self.revision)
 
     def extend(self, steps: np.ndarray, wall_times: np.ndarray, values: np.ndarray) -> None:
         """Append points in the order they were written, applying the restart rule."""
@@ -102,16 +109,35 @@ class ScalarSeries(RestartingSeries):
                                                                     values[start:stop]))
 
     def _head(self, columns: ScalarColumns, keep: int) -> ScalarColumns:
+        self._buffer = None  # published snapshots may hold rows past `keep`: never write this buffer again
         return ScalarColumns(columns.steps[:keep], columns.wall_times[:keep], columns.values[:keep])
 
     def columns(self) -> ScalarColumns:
-        """The whole series; appended chunks are merged once, on the first read after they arrive."""
-        if self._chunks:
-            parts = [self._columns, *self._chunks]
-            self._columns = ScalarColumns(
-                np.concatenate([p.steps for p in parts]),
-                np.concatenate([p.wall_times for p in parts]),
-                np.concatenate([p.values for p in parts]),
-            )
-            self._chunks = []
+        """The whole series including unpublished points (the writer's view; readers use `snapshot`)."""
+        if not self._chunks:
+            return self._columns
+        kept, parts = len(self._columns), self._chunks
+        length = kept + sum(len(part) for part in parts)
+        buffer = self._buffer
+        if buffer is None or len(buffer) < length:
+            room = length if self._published[0] is not self._columns or not kept else length + length // 2
+            grown = ScalarColumns(np.empty(room, np.int64), np.empty(room, np.float64), np.empty(room, np.float64))
+            for name in ("steps", "wall_times", "values"):
+                getattr(grown, name)[:kept] = getattr(self._columns, name)
+            buffer = self._buffer = grown
+        at = kept
+        for part in parts:
+            for name in ("steps", "wall_times", "values"):
+                getattr(buffer, name)[at:at + len(part)] = getattr(part, name)
+            at += len(part)
+        self._columns = ScalarColumns(buffer.steps[:length], buffer.wall_times[:length], buffer.values[:length])
+        self._chunks = []
         return self._columns
+
+    def publish(self) -> None:
+        """Make every point appended so far visible to `snapshot()` (writer side)."""
+        self._published = (self.columns(), self.revision)
+
+    def snapshot(self) -> tuple[ScalarColumns, int]:
+        """(columns, revision) as last published: consistent, never modified afterwards, no lock needed."""
+        return self._published

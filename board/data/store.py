@@ -197,17 +197,16 @@ class LogdirStore:
         with self._lock:
             return {name: sorted(run.histograms) for name, run in sorted(self._runs.items())}
 
+    # NOTE: the two scalar reads take no lock: a series' published snapshot is immutable, and a lock that the
+    # refresher holds while it waits for the GIL made 200 concurrent readers queue behind it (bench/board_load.py).
     def scalars(self, run: str, tag: str) -> tuple[ScalarColumns, int]:
-        """Every point of one series and its revision (see `ScalarSeries`)."""
-        with self._lock:
-            series = self._scalar_series(run, tag)
-            return series.columns(), series.revision
+        """Every point of one series and its revision (see `ScalarSeries`), as last published by a refresh."""
+        return self._scalar_series(run, tag).snapshot()
 
     def scalar_version(self, run: str, tag: str) -> tuple[int, int]:
         """(revision, length) of a series, without touching its columns."""
-        with self._lock:
-            series = self._scalar_series(run, tag)
-            return series.revision, len(series)
+        columns, revision = self._scalar_series(run, tag).snapshot()
+        return revision, len(columns)
 
     def histograms(self, run: str, tag: str) -> list[HistogramPoint]:
         with self._lock:

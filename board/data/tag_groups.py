@@ -1,21 +1,9 @@
-"""Filtering names by a user's regex and grouping tags by their prefix (the part before the first '/')."""
+"""Grouping tags by their prefix (the part before the first '/')."""
 from __future__ import annotations
 
-import re
 from itertools import groupby
 
 NO_PREFIX = "(no prefix)"
-
-
-def matching(names: list[str], pattern: str) -> list[str]:
-    """Names in which `pattern` (a regex, searched anywhere) matches; an invalid regex matches as plain text."""
-    if not pattern:
-        return list(names)
-    try:
-        compiled = re.compile(pattern)
-    except re.error:
-        return [name for name in names if pattern in name]
-    return [name for name in names if compiled.search(name)]
 
 
 def tag_prefix(tag: str) -> str:

@@ -10,7 +10,8 @@ from board.components.empty_state import empty_state
 from board.components.scalar_figure import TRACES_PER_RUN, run_traces, scalar_figure
 from board.context import board_context
 from board.data.export import scalars_csv
-from board.data.tag_groups import group_tags, matching
+from board.data.filters import matching, pattern_error
+from board.data.tag_groups import group_tags
 from board.data.downsample import DEFAULT_POINTS
 from board.data.views import X_AXES, ScalarView, XAxis, scalar_view
 from board.components.relayout import window_from_relayout
@@ -53,6 +54,11 @@ def _sections(run_filter: str, tag_filter: str) -> list[Any]:
     note = empty_state(store, "scalars")
     if note is not None:
         return [note]
+    errors = [f"{label}: {error}" for label, pattern in (("runs", run_filter), ("tags", tag_filter))
+              if (error := pattern_error(pattern)) is not None]
+    if errors:
+        return [html.Div(f"Invalid regular expression ({'; '.join(errors)}). Filters use RE2 syntax: no "
+                         "backreferences or lookaround.", className="fs-empty", id="scalars-filter-error")]
     tags = _tag_list(run_filter, tag_filter)
     if not tags:
         return [html.Div("No scalar tag matches the filters.", className="fs-empty", id="empty-scalars")]

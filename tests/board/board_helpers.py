@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from flask.testing import FlaskClient
+from playwright.sync_api import Page
 
 from instrumentation import SummaryWriter
 
@@ -41,3 +43,21 @@ def version_record(wall_time: float = 1.7e9) -> bytes:
     from instrumentation.format import FILE_VERSION, frame_record, protos
 
     return frame_record(protos.Event(wall_time=wall_time, file_version=FILE_VERSION).SerializeToString())
+
+
+def watch_console(page: Page) -> list[str]:
+    """Console errors and uncaught exceptions of `page` (CSP violations are console errors), collected from now on."""
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return errors
+
+
+def client_for(logdir: Path, token: str | None = None) -> FlaskClient:
+    """A test client of a board on `logdir` (no cache) whose store has read the directory once."""
+    from board.app import create_app
+    from board.config import BoardConfig
+
+    app = create_app(BoardConfig(logdir=logdir, token=token, no_cache=True))
+    app.server.extensions["flowscope"].store.refresh()
+    return app.server.test_client()

@@ -7,15 +7,8 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
-from board.app import create_app
-from board.config import BoardConfig
 from board.security import TOKEN_COOKIE
-
-
-def client_for(logdir: Path, token: str | None = None) -> FlaskClient:
-    app = create_app(BoardConfig(logdir=logdir, token=token, no_cache=True))
-    app.server.extensions["flowscope"].store.refresh()
-    return app.server.test_client()
+from board_helpers import client_for
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from board_helpers import write_scalars
+from board_helpers import watch_console, write_scalars
 from instrumentation import SummaryWriter
 
 pytestmark = pytest.mark.browser
@@ -21,13 +21,6 @@ def graph_selector(tag: str) -> str:
 
 def trace_x(page: Page, tag: str, trace: int = 0) -> list:
     return page.eval_on_selector(graph_selector(tag), f"gd => (gd.data && gd.data[{trace}]) ? Array.from(gd.data[{trace}].x) : []")
-
-
-def watch_console(page: Page) -> list[str]:
-    errors: list[str] = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    return errors
 
 
 def test_every_page_renders_the_fixture_without_console_errors(page: Page, fixture_logdir: Path, serve_board) -> None:

@@ -40,6 +40,16 @@ def test_bad_options_are_rejected() -> None:
         parse_args([])
 
 
+@pytest.mark.parametrize("token", ["", " ", "\t\n"])
+def test_an_empty_or_blank_token_is_refused_at_start(tmp_path: Path, token: str) -> None:
+    """`--token "$TOKEN"` with $TOKEN unset passes "": the board must not start without authentication."""
+    result = subprocess.run([sys.executable, "-m", "board", "--logdir", str(tmp_path), "--host", "0.0.0.0",
+                             "--port", "0", "--token", token], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "serving" not in result.stdout
+    assert "board: error: --token is" in result.stderr and "$TOKEN" in result.stderr
+    assert parse_args(["--logdir", "x", "--token", " s3cret "]).token == " s3cret "  # padding is kept, not refused
+
+
 def test_port_in_use_gives_one_line_error(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
