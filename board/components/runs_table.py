@@ -6,6 +6,7 @@ import time
 from dash import html
 
 from board.components.colors import run_color
+from board.data.reader import is_event_file
 from board.data.run import RunSummary
 
 COLUMNS = ("run", "last step", "last update", "scalar tags", "histogram tags", "points", "size", "files", "status")
@@ -40,14 +41,18 @@ def _status(summary: RunSummary) -> list[html.Span | html.Div]:
     if summary.superseded_points:
         badges.append(html.Span(f"↺ restarted ({summary.superseded_points} points superseded)", className="fs-badge",
                                 title="steps went backwards: points of the abandoned timeline are hidden"))
-    long = [warning for warning in summary.warnings if _short(warning) != warning]
+    long = [warning for warning in summary.warnings if _short(warning) != warning]  # shortened: said in full
     if long:
-        badges.append(html.Div("; ".join(long), className="fs-muted fs-run-warnings"))
+        badges.append(html.Div("; ".join(long), className="fs-muted fs-run-warnings",
+                               style={"maxWidth": "30em", "overflowWrap": "anywhere"}))  # not widening the table
     return badges or [html.Span("ok", className="fs-badge fs-badge-ok")]
 
 
 def _short(warning: str, limit: int = 60) -> str:
-    return warning if len(warning) <= limit else warning[:limit - 1] + "…"
+    """The badge's label: without the event file's name (the full line has it), at most `limit` characters."""
+    head, _, rest = warning.partition(": ")
+    label = rest if rest and is_event_file(head) else warning
+    return label if len(label) <= limit else label[:limit - 1] + "…"
 
 
 def runs_table(summaries: list[RunSummary], now: float | None = None) -> html.Table:
@@ -75,6 +80,6 @@ def runs_table(summaries: list[RunSummary], now: float | None = None) -> html.Ta
             html.Td(f"{summary.points:,}"),
             html.Td(human_bytes(summary.size_bytes)),
             html.Td(str(summary.files)),
-            html.Td(_status(summary)),
-        ], id={"type": "runs-row", "run": summary.name}))
+            html.Td(_status(summary), style={"whiteSpace": "normal"}),
+        ], id={"type": "runs-row", "run": summary.name}, style={"whiteSpace": "nowrap"}))  # only the status wraps
     return html.Table([html.Thead(html.Tr([html.Th(c) for c in COLUMNS])), html.Tbody(rows)], className="fs-table")

@@ -34,7 +34,7 @@ def test_each_warning_is_a_badge_with_its_reason_and_long_ones_are_spelled_out()
     rows = _texts(runs_table([replace(BASE, warnings=("2 corrupt record(s) skipped", LONG)), replace(BASE, name="ok")]))
     warnings = [row for row in rows if "fs-badge-warn" in row[0]]
     assert warnings == [("fs-badge fs-badge-warn", "⚠ 2 corrupt record(s) skipped", "2 corrupt record(s) skipped"),
-                        ("fs-badge fs-badge-warn", "⚠ " + LONG[:59] + "…", LONG)]
+                        ("fs-badge fs-badge-warn", "⚠ not readable (Permission denied)", LONG)]
     assert ("fs-muted fs-run-warnings", LONG, "") in rows
     assert [row[1] for row in rows if "fs-badge-ok" in row[0]] == ["ok"]  # the run without warnings
 
@@ -55,9 +55,15 @@ def test_the_runs_page_shows_a_warning_badge_with_its_reason(page: Page, tmp_pat
     (logdir / "damaged" / "plugins" / "alerts").symlink_to(outside, target_is_directory=True)
     board = serve_board(logdir)
     page.goto(board.url + "/")
-    badge = page.locator("tr:has-text('damaged') .fs-badge-warn")
-    expect(badge).to_have_text("⚠ 1 corrupt record(s) skipped")
-    expect(badge).to_have_attribute("title", "1 corrupt record(s) skipped")
+    badges = page.locator("tr:has-text('damaged') .fs-badge-warn")
+    expect(badges).to_have_count(2)  # the reader's line about the skipped bytes, and the count
+    skipped = "bytes 40–77 (37 bytes) skipped: record of 21 bytes fails its data CRC"
+    reason = f"{EVENTS}: {skipped}"
+    expect(badges.nth(0)).to_have_text(f"⚠ {skipped[:59]}…")  # the file's name is in the tooltip and the line
+    expect(badges.nth(0)).to_have_attribute("title", reason)
+    expect(badges.nth(1)).to_have_text("⚠ 1 corrupt record(s) skipped")
+    expect(badges.nth(1)).to_have_attribute("title", "1 corrupt record(s) skipped")
+    expect(page.locator("tr:has-text('damaged') .fs-run-warnings")).to_have_text(reason)  # too long: said in full
     expect(page.locator("tr:has-text('healthy') .fs-badge-ok")).to_have_text("ok")
     page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
     page.goto(board.url + "/alerts")  # the run's alerts directory is a link leading outside: said, not followed
