@@ -56,7 +56,7 @@ class Shape:
 
 
 SMALL = Shape("small", 4, 10, 10_000, 5, 1_000)
-LARGE = Shape("large", 20, 50, 10_000, 0, 0)
+LARGE = Shape("large", 20, 50, 10_000, 1, 1_000)  # + 20k histograms (one tag per run every 10 steps)
 
 
 # ---- generating ---------------------------------------------------------------------------------------------
