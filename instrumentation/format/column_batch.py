@@ -50,9 +50,10 @@ class ScalarBatchBuilder:
         self.events: list[Event] = []
         self.records = 0
 
-    def add(self, decoder: RecordDecoder, records: list[bytes]) -> None:
+    def add(self, decoder: RecordDecoder, records: list[bytes],
+            located: tuple[bytes, np.ndarray, np.ndarray] | None = None) -> None:
         self.records += len(records)
-        decoder.decode_into(records, self._columnar, self._single)
+        decoder.decode_into(records, self._columnar, self._single, located)
 
     def _columnar(self, columns: TaggedColumns) -> None:
         self._flush_singles()

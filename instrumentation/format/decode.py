@@ -9,7 +9,7 @@ import numpy as np
 
 from instrumentation.format import metadata, protos
 from instrumentation.format.columns import Columns, plain_scalar_mask, runs_of, scalar_columns
-from instrumentation.format.plain_scalars import TaggedColumns, plain_scalars
+from instrumentation.format.plain_scalars import TaggedColumns, plain_scalars, plain_scalars_at
 from instrumentation.format.histogram import buckets_from_histo, buckets_from_tensor, moments_from_buckets
 from instrumentation.format.tensors import tensor_to_numpy
 from instrumentation.format.values import Event, HistogramValue, PluginValue, ScalarValue, SummaryValue, TextValue
@@ -155,7 +155,8 @@ class RecordDecoder:
         return events
 
     def decode_into(self, records: list[bytes], columnar: Callable[[TaggedColumns], object],
-                    single: Callable[[Event], object]) -> None:
+                    single: Callable[[Event], object],
+                    located: tuple[bytes, np.ndarray, np.ndarray] | None = None) -> None:
         """Hands every record over in file order: runs of scalar records as `TaggedColumns` to `columnar`, every
         other record as a decoded Event to `single`.
 
@@ -164,10 +165,12 @@ class RecordDecoder:
         parsed columnar whole (several values per event, as `add_scalar_dict` writes); if that fails
         (histograms, text, step 0 or the file_version record among them) it is split at the records that are not
         scalars (`plain_scalar_mask`), each run of scalars is parsed columnar and the others one by one.
+        `located`: (buffer, starts, lengths) where the records lie in the scanned chunk (`RecordScan`), so the
+        plain ones are decoded in place.
         """
         if not records:
             return
-        mask, plain = plain_scalars(records)
+        mask, plain = plain_scalars(records) if located is None else plain_scalars_at(*located)
         if mask.all():
             columnar(plain)
             return

@@ -58,31 +58,33 @@ def _view(buffer: bytes, dtype: str, positions: np.ndarray) -> np.ndarray:
 
 def plain_scalars(records: list[bytes]) -> tuple[np.ndarray, TaggedColumns]:
     """(mask, columns): which records are plain scalar Events (bool per record), and their points in order."""
-    count = len(records)
-    lengths = np.fromiter(map(len, records), np.int64, count)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    buffer = b"".join(records) + bytes(_PAD_BYTES)
+    lengths = np.fromiter(map(len, records), np.int64, len(records))
+    return plain_scalars_at(b"".join(records) + bytes(_PAD_BYTES), np.cumsum(lengths) - lengths, lengths)
+
+
+def plain_scalars_at(buffer: bytes, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, TaggedColumns]:
+    """`plain_scalars` of the records `buffer[starts[i]:starts[i] + lengths[i]]`, read where they lie (e.g. in the
+    chunk that was scanned: no copy). At least 9 bytes must follow each record in `buffer` (a TFRecord footer and
+    the next header, or padding): a tag's last 8-byte word is read whole."""
+    ends = starts + lengths
     raw = np.frombuffer(buffer, np.uint8)
-    ok = (lengths >= 19) & (raw[starts] == _WALL_TIME_KEY) & (raw[starts + 9] == _STEP_KEY)
-    # the step's varint: up to 10 bytes, each but the last with its high bit set
-    varint = raw[(starts + 10)[:, None] + np.arange(_MAX_VARINT_BYTES)]
-    more = varint >= 0x80
-    varint_bytes = np.argmin(more, axis=1) + 1
-    ok &= ~more.all(axis=1)
-    shifts = np.arange(_MAX_VARINT_BYTES, dtype=np.uint64) * np.uint64(7)
-    digits = (varint & 0x7F).astype(np.uint64) << shifts
-    digits[np.arange(_MAX_VARINT_BYTES)[None, :] >= varint_bytes[:, None]] = 0
-    steps = np.bitwise_or.reduce(digits, axis=1).view(np.int64)
+    last = len(raw) - 1
+
+    def at(positions: np.ndarray) -> np.ndarray:
+        return raw[np.minimum(positions, last)]  # a short record's fields may lie past its end: never past the buffer
+
+    ok = (lengths >= 19) & (at(starts) == _WALL_TIME_KEY) & (at(starts + 9) == _STEP_KEY)
+    steps, varint_bytes = _varints(raw, starts + 10)
+    ok &= varint_bytes > 0
     summary = starts + 10 + varint_bytes  # the summary's key
-    summary_bytes = raw[summary + 1].astype(np.int64)
-    value_bytes = raw[summary + 3].astype(np.int64)
-    tag_bytes = raw[summary + 5].astype(np.int64)
+    summary_bytes = at(summary + 1).astype(np.int64)
+    value_bytes = at(summary + 3).astype(np.int64)
+    tag_bytes = at(summary + 5).astype(np.int64)
     tag_starts = summary + 6
-    ok &= (raw[summary] == _SUMMARY_KEY) & (summary_bytes < 0x80) & (summary + 2 + summary_bytes == ends)
-    ok &= (raw[summary + 2] == _VALUE_KEY) & (value_bytes == summary_bytes - 2)
-    ok &= (raw[summary + 4] == _TAG_KEY) & (tag_bytes == value_bytes - 7)
-    ok &= raw[np.minimum(tag_starts + tag_bytes, len(raw) - 1)] == _SIMPLE_VALUE_KEY
+    ok &= (at(summary) == _SUMMARY_KEY) & (summary_bytes < 0x80) & (summary + 2 + summary_bytes == ends)
+    ok &= (at(summary + 2) == _VALUE_KEY) & (value_bytes == summary_bytes - 2)
+    ok &= (at(summary + 4) == _TAG_KEY) & (tag_bytes == value_bytes - 7)
+    ok &= at(tag_starts + tag_bytes) == _SIMPLE_VALUE_KEY
     plain = np.flatnonzero(ok)
     names, codes, tag_ok = _tag_codes(buffer, tag_starts[plain], tag_bytes[plain])
     if not tag_ok.all():  # a tag that is not UTF-8: protobuf rejects the record, so the slow path counts it
@@ -91,6 +93,23 @@ def plain_scalars(records: list[bytes]) -> tuple[np.ndarray, TaggedColumns]:
     columns = TaggedColumns(names, codes, steps[plain], _view(buffer, "<f8", starts[plain] + 1),
                             _view(buffer, "<f4", tag_starts[plain] + tag_bytes[plain] + 1).astype(np.float64))
     return ok, columns
+
+
+def _varints(raw: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(value as int64, bytes used; 0 if longer than 10) of the varint at each position, a byte at a time for the
+    positions whose varint goes on (steps below 16384 take two passes)."""
+    values = np.zeros(len(positions), np.uint64)
+    used = np.zeros(len(positions), np.int64)
+    active = np.arange(len(positions))
+    for index in range(_MAX_VARINT_BYTES):
+        if active.size == 0:
+            break
+        byte = raw[np.minimum(positions[active] + index, len(raw) - 1)]
+        values[active] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * index)
+        last = byte < 0x80
+        used[active[last]] = index + 1
+        active = active[~last]
+    return values.view(np.int64), used
 
 
 def _tag_codes(buffer: bytes, starts: np.ndarray, lengths: np.ndarray
@@ -113,7 +132,7 @@ def _tag_codes(buffer: bytes, starts: np.ndarray, lengths: np.ndarray
     for column in columns:
         hashes = (hashes ^ column) * _HASH_MULTIPLIER
         hashes ^= hashes >> np.uint64(29)
-    distinct, first, codes = np.unique(hashes, return_index=True, return_inverse=True)
+    distinct, first, codes = _distinct(hashes)  # first: a representative of each code
     same = np.ones(len(hashes), bool)
     for column in columns:
         same &= column == column[first][codes]
@@ -132,3 +151,18 @@ def _tag_codes(buffer: bytes, starts: np.ndarray, lengths: np.ndarray
     if not valid.all():  # number the valid names densely (the invalid tags' records are dropped by the caller)
         codes = (np.cumsum(valid) - 1).astype(np.int32)[codes]
     return [name for name in names if name is not None], codes, tag_ok
+
+
+def _distinct(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sorted distinct values, index of an element holding each, code of each element) — as np.unique with
+    return_index/return_inverse, but a search into the few distinct values instead of a sort of all of them."""
+    distinct = np.unique(hashes[:1024])
+    while True:
+        codes = np.minimum(np.searchsorted(distinct, hashes), len(distinct) - 1)
+        missing = distinct[codes] != hashes
+        if not missing.any():
+            break
+        distinct = np.union1d(distinct, hashes[missing])
+    representative = np.empty(len(distinct), np.int64)
+    representative[codes] = np.arange(len(hashes))  # whichever write wins, it is an element with that code
+    return distinct, representative, codes

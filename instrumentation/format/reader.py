@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from instrumentation.format.column_batch import ScalarBatch, ScalarBatchBuilder
 from instrumentation.format.decode import RecordDecoder
 from instrumentation.format.gcpause import gc_paused
-from instrumentation.format.records import SkippedBytes, scan_records
+from instrumentation.format.records import RecordScan, SkippedBytes, scan_records
 from instrumentation.format.values import Event
 
 DEFAULT_CHUNK_BYTES = 1 << 24
@@ -73,8 +73,8 @@ class EventFileReader:
         events: list[Event] = []
         decoder = RecordDecoder()
         with gc_paused():
-            for records in self._scan(max_records):
-                events.extend(decoder.decode(records))
+            for scan in self._scan(max_records):
+                events.extend(decoder.decode(scan.records))
         self.corrupt_records += decoder.failures
         return events
 
@@ -87,20 +87,20 @@ class EventFileReader:
         builder = ScalarBatchBuilder()
         decoder = RecordDecoder()
         with gc_paused():
-            for records in self._scan(max_records):
-                builder.add(decoder, records)
+            for scan in self._scan(max_records):
+                builder.add(decoder, scan.records, (scan.buffer, scan.data_starts, scan.data_lengths))
         self.corrupt_records += decoder.failures
         return builder.build()
 
-    def _scan(self, max_records: int | None) -> Iterator[list[bytes]]:
-        """Record payloads from `offset` on, chunk by chunk, advancing `offset` past each chunk's records."""
+    def _scan(self, max_records: int | None) -> Iterator[RecordScan]:
+        """The records from `offset` on, chunk by chunk, advancing `offset` past each chunk's records."""
         consumed = 0
         with open(self.path, "rb") as file:
             chunk_bytes = self._chunk_bytes
-            buffer = b""
+            buffer, scan = b"", None
             while max_records is None or consumed < max_records:
                 file.seek(self.offset)
-                del buffer  # one chunk in memory at a time
+                del buffer, scan  # one chunk in memory at a time
                 # NOTE: read() allocates the size asked for before reading: never ask for more than the file holds
                 buffer = file.read(max(0, min(chunk_bytes, os.fstat(file.fileno()).st_size - self.offset)))
                 wanted = None if max_records is None else max_records - consumed
@@ -108,7 +108,7 @@ class EventFileReader:
                 self._note_skipped(scan.skipped)
                 self.offset += scan.end_offset
                 consumed += len(scan.records)
-                yield scan.records
+                yield scan
                 if len(buffer) < chunk_bytes:  # reached the end of what is written
                     break
                 if scan.end_offset == 0 and not scan.wanted_bytes:

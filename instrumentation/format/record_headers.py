@@ -39,7 +39,7 @@ def _length_crc_tables() -> tuple[int, np.ndarray, np.ndarray]:
 _ZERO_CRC, _LOW_TABLE, _HIGH_TABLE = _length_crc_tables()
 
 
-def _u32_at(raw: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def u32_at(raw: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """The little-endian uint32 at each of `offsets` (unaligned)."""
     value = raw[offsets].astype(np.uint32)
     for position in (1, 2, 3):
@@ -84,8 +84,8 @@ def intact_headers(raw: np.ndarray, start: int = 0, stop: int | None = None) -> 
         if not zero_high.any():
             continue
         candidates = np.flatnonzero(zero_high) + block
-        length = _u32_at(raw, candidates)
-        stored = _u32_at(raw, candidates + 8)
+        length = u32_at(raw, candidates)
+        stored = u32_at(raw, candidates + 8)
         crc = _LOW_TABLE[length & 0xFFFF] ^ _HIGH_TABLE[length >> 16]
         masked = ((crc >> 15) | (crc << 17)) + np.uint32(MASK_DELTA)  # uint32 arithmetic wraps mod 2**32
         # an all-zero header is never intact (its CRC would be 0); the test keeps zero-filled tails cheap
