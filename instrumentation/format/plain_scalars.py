@@ -9,7 +9,7 @@ import numpy as np
 #   0x09 wall_time(8)  0x10 step(varint)  0x2a len  [Summary: 0x0a len  [Value: 0x0a len tag  0x15 simple_value(4)]]
 # Every byte is accounted for and every length must agree with the record's, so a record matching the pattern
 # decodes exactly as protobuf would; anything else (step 0 or wall time 0, which proto3 omits, several values,
-# metadata, histograms, tags of 122 bytes or more) is left to the protobuf path.
+# metadata, histograms, tags of 119 bytes or more) is left to the protobuf path.
 _WALL_TIME_KEY, _STEP_KEY, _SUMMARY_KEY, _VALUE_KEY, _TAG_KEY, _SIMPLE_VALUE_KEY = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x15
 _MAX_VARINT_BYTES = 10
 _PAD_BYTES = 32  # zeros after the joined records, so fixed-width reads past a short last record stay in bounds
@@ -127,7 +127,9 @@ def _tag_codes(buffer: bytes, starts: np.ndarray, lengths: np.ndarray
     for word in range(words):
         remaining = np.clip(lengths - 8 * word, 0, 8).astype(np.uint64)
         mask = np.where(remaining == 8, np.uint64(2**64 - 1), (np.uint64(1) << (remaining * np.uint64(8))) - np.uint64(1))
-        columns.append(_view(buffer, "<u8", starts + 8 * word) & mask)  # at most 7 bytes past a tag: in the padding
+        # a word that holds part of a tag ends at most 7 bytes past it (in the record, footer or padding); a word
+        # past a shorter tag is masked to zero, so where it is read from only has to lie in the buffer
+        columns.append(_view(buffer, "<u8", np.minimum(starts + 8 * word, len(buffer) - 8)) & mask)
     hashes = lengths.astype(np.uint64)
     for column in columns:
         hashes = (hashes ^ column) * _HASH_MULTIPLIER
