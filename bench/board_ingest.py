@@ -56,7 +56,7 @@ class Shape:
 
 
 SMALL = Shape("small", 4, 10, 10_000, 5, 1_000)
-LARGE = Shape("large", 20, 50, 10_000, 0, 0)
+LARGE = Shape("large", 20, 50, 10_000, 1, 1_000)  # + 20k histograms (one tag per run every 10 steps)
 
 
 # ---- generating ---------------------------------------------------------------------------------------------
@@ -79,9 +79,9 @@ def _write_run(args: tuple[Path, Shape, int]) -> None:
                     value=[summary.Value(tag=tag, simple_value=value)])).SerializeToString())
             if hist_every and step % hist_every == 0:
                 for h in range(shape.histogram_tags):
-                    counts, edges = np.histogram(rng.normal(size=256), bins=30)
-                    histo = protos.HistogramProto(min=float(edges[0]), max=float(edges[-1]), num=256.0, sum=0.0,
-                                                  sum_squares=256.0, bucket_limit=edges[1:].tolist(),
+                    counts, edges = np.histogram(rng.normal(size=4096), bins=512)  # ≈ 8 KiB a record, as in the issue
+                    histo = protos.HistogramProto(min=float(edges[0]), max=float(edges[-1]), num=4096.0, sum=0.0,
+                                                  sum_squares=4096.0, bucket_limit=edges[1:].tolist(),
                                                   bucket=counts.astype(float).tolist())
                     records.append(protos.Event(wall_time=1.7e9 + step, step=step, summary=summary(
                         value=[summary.Value(tag=f"weights/layer{h}", histo=histo)])).SerializeToString())

@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from instrumentation.format.decode import Columns, RecordDecoder
+from instrumentation.format.decode import RecordDecoder
+from instrumentation.format.plain_scalars import TaggedColumns
 from instrumentation.format.values import Event, ScalarValue
 
 
@@ -18,7 +19,8 @@ class ScalarBatch:
     `records` counts the records consumed (0: nothing complete was appended).
     """
 
-    tags: list[str]
+    tag_names: list[str]  # the distinct tags of the batch
+    tag_codes: np.ndarray = field(repr=False)  # int32: point i has tag `tag_names[tag_codes[i]]`
     steps: np.ndarray = field(repr=False)  # int64
     wall_times: np.ndarray = field(repr=False)  # float64, seconds since the epoch
     values: np.ndarray = field(repr=False)  # float64 (float32 on disk for simple_value); NaN/±Inf kept
@@ -26,30 +28,41 @@ class ScalarBatch:
     records: int
 
     def __len__(self) -> int:
-        return len(self.tags)
+        return len(self.tag_codes)
+
+    @property
+    def tags(self) -> list[str]:
+        """The tag of every point (a list of str built on demand: use `tag_names`/`tag_codes` where speed counts)."""
+        names = self.tag_names
+        return [names[code] for code in self.tag_codes.tolist()]
 
 
 class ScalarBatchBuilder:
     """Collects what a `RecordDecoder` hands over into one `ScalarBatch`."""
 
     def __init__(self) -> None:
-        self.tags: list[str] = []
+        self._codes_by_tag: dict[str, int] = {}
+        self._columns: list[TaggedColumns] = []
+        self._tags: list[str] = []  # points of single events, in order, appended as one more column batch
         self._steps: list[int] = []
         self._wall_times: list[float] = []
         self._values: list[float] = []
         self.events: list[Event] = []
         self.records = 0
 
-    def add(self, decoder: RecordDecoder, records: list[bytes]) -> None:
+    def add(self, decoder: RecordDecoder, records: list[bytes],
+            located: tuple[bytes, np.ndarray, np.ndarray] | None = None) -> None:
         self.records += len(records)
-        decoder.decode_into(records, self._columnar, self._single)
+        decoder.decode_into(records, self._columnar, self._single, located)
 
-    def _columnar(self, columns: Columns) -> None:
-        tags, steps, wall_times, values, _ = columns
-        self.tags += tags
-        self._steps += steps
-        self._wall_times += wall_times
-        self._values += values
+    def _columnar(self, columns: TaggedColumns) -> None:
+        self._flush_singles()
+        self._columns.append(columns)
+
+    def _flush_singles(self) -> None:
+        if self._tags:
+            self._columns.append(TaggedColumns.from_lists(self._tags, self._steps, self._wall_times, self._values))
+            self._tags, self._steps, self._wall_times, self._values = [], [], [], []
 
     def _single(self, event: Event) -> None:
         scalars = [value for value in event.values if value.__class__ is ScalarValue]
@@ -58,7 +71,7 @@ class ScalarBatchBuilder:
                 self.events.append(event)
             return
         for scalar in scalars:
-            self.tags.append(scalar.tag)
+            self._tags.append(scalar.tag)
             self._steps.append(scalar.step)
             self._wall_times.append(scalar.wall_time)
             self._values.append(scalar.value)
@@ -67,5 +80,19 @@ class ScalarBatchBuilder:
             self.events.append(Event(event.step, event.wall_time, rest, event.file_version, event.session_status))
 
     def build(self) -> ScalarBatch:
-        return ScalarBatch(self.tags, np.array(self._steps, np.int64), np.array(self._wall_times, np.float64),
-                           np.array(self._values, np.float64), self.events, self.records)
+        """One batch: every column batch's codes renumbered into one list of names (per batch, not per point)."""
+        self._flush_singles()
+        names = self._codes_by_tag
+        codes = []
+        for columns in self._columns:
+            renumber = np.fromiter((names.setdefault(name, len(names)) for name in columns.names), np.int32,
+                                   len(columns.names))
+            codes.append(renumber[columns.codes] if len(columns.codes) else columns.codes.astype(np.int32))
+        parts = self._columns
+        return ScalarBatch(list(names), _joined(codes, np.int32), _joined([c.steps for c in parts], np.int64),
+                           _joined([c.wall_times for c in parts], np.float64),
+                           _joined([c.values for c in parts], np.float64), self.events, self.records)
+
+
+def _joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)

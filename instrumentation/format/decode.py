@@ -9,6 +9,7 @@ import numpy as np
 
 from instrumentation.format import metadata, protos
 from instrumentation.format.columns import Columns, plain_scalar_mask, runs_of, scalar_columns
+from instrumentation.format.plain_scalars import TaggedColumns, plain_scalars, plain_scalars_at
 from instrumentation.format.histogram import buckets_from_histo, buckets_from_tensor, moments_from_buckets
 from instrumentation.format.tensors import tensor_to_numpy
 from instrumentation.format.values import Event, HistogramValue, PluginValue, ScalarValue, SummaryValue, TextValue
@@ -122,13 +123,14 @@ def _scalar_event(tag: str, step: int, wall_time: float, value: float, new: Any 
     return event
 
 
-def _scalar_events(columns: Columns) -> list[Event]:
+def _scalar_events(columns: TaggedColumns) -> list[Event]:
     """The Events of columnar scalars: one per record, holding that record's values."""
-    tags, steps, wall_times, values, per_event = columns
-    if per_event is None:
+    tags, steps, wall_times, values = columns.tags, columns.steps.tolist(), columns.wall_times.tolist(), \
+        columns.values.tolist()
+    if columns.per_event is None:
         return list(map(_scalar_event, tags, steps, wall_times, values))
     events, start = [], 0
-    for count in per_event.tolist():
+    for count in columns.per_event.tolist():
         stop = start + count
         events.append(_event(steps[start], wall_times[start], tuple(map(_scalar, tags[start:stop], steps[start:stop],
                                                                            wall_times[start:stop], values[start:stop]))))
@@ -152,27 +154,50 @@ class RecordDecoder:
         self.decode_into(records, lambda columns: extend(_scalar_events(columns)), events.append)
         return events
 
-    def decode_into(self, records: list[bytes], columnar: Callable[[Columns], object],
-                    single: Callable[[Event], object]) -> None:
-        """Hands every record over in file order: runs of plain scalar records as columns to `columnar`
-        ((tags, steps, wall_times, values) lists, a row per value, and the values per record or None when one each), every other record as a decoded Event to `single`.
+    def decode_into(self, records: list[bytes], columnar: Callable[[TaggedColumns], object],
+                    single: Callable[[Event], object],
+                    located: tuple[bytes, np.ndarray, np.ndarray] | None = None) -> None:
+        """Hands every record over in file order: runs of scalar records as `TaggedColumns` to `columnar`, every
+        other record as a decoded Event to `single`.
 
-        A batch of `_BATCH_RECORDS` is first parsed columnar whole; if that fails (histograms, text, step 0
-        or the file_version record among the scalars) it is split at the records that are not plain scalars
-        (`plain_scalar_mask`), each run of plain scalars is parsed columnar and the others one by one.
+        Plain scalar events (one `simple_value`, the common case) are decoded all at once with numpy
+        (`plain_scalars`); the runs of other records go through protobuf: a batch of `_BATCH_RECORDS` is first
+        parsed columnar whole (several values per event, as `add_scalar_dict` writes); if that fails
+        (histograms, text, step 0 or the file_version record among them) it is split at the records that are not
+        scalars (`plain_scalar_mask`), each run of scalars is parsed columnar and the others one by one.
+        `located`: (buffer, starts, lengths) where the records lie in the scanned chunk (`RecordScan`), so the
+        plain ones are decoded in place.
         """
+        if not records:
+            return
+        mask, plain = plain_scalars(records) if located is None else plain_scalars_at(*located)
+        if mask.all():
+            columnar(plain)
+            return
+        first_point = np.cumsum(mask) - mask  # each plain record's row in `plain`
+        for lo, hi, is_plain in runs_of(mask):
+            if is_plain:
+                columnar(plain.rows(int(first_point[lo]), int(first_point[lo]) + hi - lo))
+            else:
+                self._decode_others(records[lo:hi], columnar, single)
+
+    def _decode_others(self, records: list[bytes], columnar: Callable[[TaggedColumns], object],
+                       single: Callable[[Event], object]) -> None:
+        def tagged(columns: Columns) -> None:
+            columnar(TaggedColumns.from_lists(*columns))
+
         for start in range(0, len(records), _BATCH_RECORDS):
             batch = records[start:start + _BATCH_RECORDS]
             columns = scalar_columns(batch) if len(batch) >= _MIN_COLUMN_RECORDS else None
             if columns is not None:
-                columnar(columns)
+                tagged(columns)
                 continue
             if len(batch) < _MIN_COLUMN_RECORDS:
                 self._one_by_one(batch, single)
                 continue
             for lo, hi, plain in runs_of(plain_scalar_mask(batch)):
                 if plain and hi - lo >= _MIN_SEGMENT_RECORDS:
-                    self._decode_run(batch[lo:hi], columnar, single, columns_failed=False)
+                    self._decode_run(batch[lo:hi], tagged, single, columns_failed=False)
                 else:
                     self._one_by_one(batch[lo:hi], single)
 

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 from instrumentation.format.column_batch import ScalarBatch, ScalarBatchBuilder
 from instrumentation.format.decode import RecordDecoder
 from instrumentation.format.gcpause import gc_paused
-from instrumentation.format.records import SkippedBytes, scan_records
+from instrumentation.format.records import RecordScan, SkippedBytes, scan_records
 from instrumentation.format.values import Event
 
 DEFAULT_CHUNK_BYTES = 1 << 24
+_MIN_READ_BYTES = 1 << 16
 
 
 class EventFileReader:
@@ -40,6 +41,7 @@ class EventFileReader:
         self._last_skip_stop = -1
         self._skips = 0
         self._skipped_bytes = 0
+        self._record_bytes = 64.0  # bytes per record seen last (sizes reads for max_records)
         self.seek(offset, corrupt_records, problem)
 
     def seek(self, offset: int, corrupt_records: int | None = None, problem: str | None = None) -> None:
@@ -73,8 +75,8 @@ class EventFileReader:
         events: list[Event] = []
         decoder = RecordDecoder()
         with gc_paused():
-            for records in self._scan(max_records):
-                events.extend(decoder.decode(records))
+            for scan in self._scan(max_records):
+                events.extend(decoder.decode(scan.records))
         self.corrupt_records += decoder.failures
         return events
 
@@ -87,34 +89,47 @@ class EventFileReader:
         builder = ScalarBatchBuilder()
         decoder = RecordDecoder()
         with gc_paused():
-            for records in self._scan(max_records):
-                builder.add(decoder, records)
+            for scan in self._scan(max_records):
+                builder.add(decoder, scan.records, (scan.buffer, scan.data_starts, scan.data_lengths))
         self.corrupt_records += decoder.failures
         return builder.build()
 
-    def _scan(self, max_records: int | None) -> Iterator[list[bytes]]:
-        """Record payloads from `offset` on, chunk by chunk, advancing `offset` past each chunk's records."""
+    def _scan(self, max_records: int | None) -> Iterator[RecordScan]:
+        """The records from `offset` on, chunk by chunk, advancing `offset` past each chunk's records."""
         consumed = 0
         with open(self.path, "rb") as file:
             chunk_bytes = self._chunk_bytes
-            buffer = b""
+            buffer, scan = b"", None
             while max_records is None or consumed < max_records:
                 file.seek(self.offset)
-                del buffer  # one chunk in memory at a time
-                # NOTE: read() allocates the size asked for before reading: never ask for more than the file holds
-                buffer = file.read(max(0, min(chunk_bytes, os.fstat(file.fileno()).st_size - self.offset)))
+                del buffer, scan  # one chunk in memory at a time
+                left_bytes = max(0, os.fstat(file.fileno()).st_size - self.offset)
                 wanted = None if max_records is None else max_records - consumed
+                # NOTE: read() allocates the size asked for before reading: never ask for more than the file holds,
+                # nor (with max_records) much more than the records wanted take, judged from the last chunk
+                request = min(chunk_bytes, left_bytes, self._bytes_for(wanted))
+                buffer = file.read(request)
                 scan = scan_records(buffer, 0, wanted)
                 self._note_skipped(scan.skipped)
                 self.offset += scan.end_offset
                 consumed += len(scan.records)
-                yield scan.records
-                if len(buffer) < chunk_bytes:  # reached the end of what is written
+                if scan.records:
+                    self._record_bytes = scan.end_offset / len(scan.records)
+                yield scan
+                if request >= left_bytes or len(buffer) < request:  # reached the end of what is written
                     break
-                if scan.end_offset == 0 and not scan.wanted_bytes:
-                    break  # nothing consumed and nothing announced: cannot happen with a full buffer; never spin
-                # a verified, bounded header announced a record larger than the chunk: read it whole next time
-                chunk_bytes = max(self._chunk_bytes, scan.wanted_bytes if scan.end_offset == 0 else 0)
+                if scan.end_offset == 0:  # nothing consumed: a record larger than this read
+                    # a verified, bounded header announced it: read it whole next time
+                    chunk_bytes = max(self._chunk_bytes, scan.wanted_bytes, 2 * request)
+                    self._record_bytes = float(chunk_bytes)
+                else:
+                    chunk_bytes = self._chunk_bytes
+
+    def _bytes_for(self, records: int | None) -> int:
+        """How many bytes to read for `records` more records (all that is left when None)."""
+        if records is None:
+            return 1 << 62
+        return max(_MIN_READ_BYTES, int(records * self._record_bytes * 1.25))
 
     def _note_skipped(self, skipped: list[SkippedBytes]) -> None:
         """Counts each skipped span once: a span that continues the previous one (across chunks) extends it."""

@@ -13,7 +13,6 @@ MAX_RECORD_BYTES = 256 << 20
 MASK_DELTA = 0xA282EAD8
 _U32 = 0xFFFFFFFF
 _BLOCK_BYTES = 1 << 20  # positions tested per step: bounds the temporaries (a few MiB) whatever the buffer size
-_HEADER_POSITIONS = np.arange(HEADER_BYTES)
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -21,19 +20,31 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + MASK_DELTA) & _U32
 
 
-def _length_crc_tables() -> tuple[int, np.ndarray]:
-    """CRC-32C is affine in its input: the CRC of 8 bytes whose high 4 are zero is crc(0) ^ T0[b0] ^ ... ^ T3[b3]."""
+def _length_crc_tables() -> tuple[int, np.ndarray, np.ndarray]:
+    """CRC-32C is affine in its input: the CRC of 8 bytes whose high 4 are zero is crc(0) ^ L(b0..b3), L linear,
+    so two 65536-entry tables (bytes 0-1, bytes 2-3) give the CRC of any length below 2**32 in two lookups."""
     zero = crc32c(bytes(8))
-    tables = np.empty((4, 256), np.uint32)
+    byte_tables = np.empty((4, 256), np.uint32)
     for position in range(4):
         for byte in range(256):
             message = bytearray(8)
             message[position] = byte
-            tables[position, byte] = crc32c(bytes(message)) ^ zero
-    return zero, tables
+            byte_tables[position, byte] = crc32c(bytes(message)) ^ zero
+    pairs = np.arange(1 << 16)
+    low = byte_tables[0][pairs & 0xFF] ^ byte_tables[1][pairs >> 8]
+    high = byte_tables[2][pairs & 0xFF] ^ byte_tables[3][pairs >> 8] ^ np.uint32(zero)
+    return zero, low, high
 
 
-_ZERO_CRC, _TABLES = _length_crc_tables()
+_ZERO_CRC, _LOW_TABLE, _HIGH_TABLE = _length_crc_tables()
+
+
+def u32_at(raw: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The little-endian uint32 at each of `offsets` (unaligned)."""
+    value = raw[offsets].astype(np.uint32)
+    for position in (1, 2, 3):
+        value |= raw[offsets + position].astype(np.uint32) << np.uint32(8 * position)
+    return value
 
 
 def masked_crc32c_array(crcs: np.ndarray) -> np.ndarray:
@@ -73,14 +84,13 @@ def intact_headers(raw: np.ndarray, start: int = 0, stop: int | None = None) -> 
         if not zero_high.any():
             continue
         candidates = np.flatnonzero(zero_high) + block
-        header = raw[candidates[:, None] + _HEADER_POSITIONS]  # (candidates, 12) bytes
-        length = header[:, :4].copy().view("<u4").ravel().astype(np.int64)
-        stored = header[:, 8:].copy().view("<u4").ravel().astype(np.uint64)
-        crc = _TABLES[0][header[:, 0]] ^ _TABLES[1][header[:, 1]] ^ _TABLES[2][header[:, 2]] ^ _TABLES[3][header[:, 3]]
-        crc ^= np.uint32(_ZERO_CRC)
-        # an all-zero header is never intact (its CRC would be 0): the test is cheap and keeps zero tails cheap
-        good = (length <= MAX_RECORD_BYTES) & (masked_crc32c_array(crc.astype(np.uint64)) == stored) \
-            & ((length != 0) | (stored != 0))
+        length = u32_at(raw, candidates)
+        stored = u32_at(raw, candidates + 8)
+        crc = _LOW_TABLE[length & 0xFFFF] ^ _HIGH_TABLE[length >> 16]
+        masked = ((crc >> 15) | (crc << 17)) + np.uint32(MASK_DELTA)  # uint32 arithmetic wraps mod 2**32
+        # an all-zero header is never intact (its CRC would be 0); the test keeps zero-filled tails cheap
+        good = (length <= MAX_RECORD_BYTES) & (masked == stored) & ((length != 0) | (stored != 0))
+        length = length.astype(np.int64)
         offsets.append(candidates[good])
         lengths.append(length[good])
     if not offsets:
