@@ -127,8 +127,13 @@ def _root(array: Any) -> Any:
     return array
 
 
+# What ``register`` is told a buffer is for (the logs carry them: instrumentation/format/memory_categories.py).
+CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
+
+
 def register(array: Any, category: str = "activation", op: str = "") -> int:
-    """Account for ``array`` (held by a new tensor); returns the key to pass to :func:`release`."""
+    """Account for ``array`` (held by a new tensor) under ``category`` (one of ``CATEGORIES``); returns the key to
+    pass to :func:`release`."""
     root = array if array.base is None else _root(array)
     key = id(root)
     entry = _buffers.get(key)
