@@ -114,7 +114,7 @@ _site_recorder: Callable[[], Any] | None = None  # the first of _site_recorders
 _site_recorders: list[Callable[[], Any]] = []
 _history_append: Callable[[tuple], None] | None = None  # appends to every ring of _history_rings
 _history_rings: list[Any] = []
-_failed_recorders: set[int] = set()  # ids of site recorders whose failure was reported
+_failed_recorders: list[Any] = []  # site recorders and step logs whose failure was reported; forgotten on removal
 _step_logs: list[StepLog] = []  # add_step_log
 _last_live: tuple = (None, ())  # (live buffer count and bytes per device, live_set()) at the last step end taking one
 
@@ -133,8 +133,13 @@ def _root(array: Any) -> Any:
     return array
 
 
+# What ``register`` is told a buffer is for (the logs carry them: instrumentation/format/memory_categories.py).
+CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
+
+
 def register(array: Any, category: str = "activation", op: str = "") -> int:
-    """Account for ``array`` (held by a new tensor); returns the key to pass to :func:`release`."""
+    """Account for ``array`` (held by a new tensor) under ``category`` (one of ``CATEGORIES``); returns the key to
+    pass to :func:`release`."""
     root = array if array.base is None else _root(array)
     key = id(root)
     entry = _buffers.get(key)
@@ -463,6 +468,7 @@ def add_site_recorder(recorder: Callable[[], Any]) -> None:
 def remove_site_recorder(recorder: Callable[[], Any]) -> None:
     """Stop calling ``recorder`` (unknown ones are ignored); the next one added, if any, takes over."""
     _site_recorders[:] = [r for r in _site_recorders if r is not recorder]
+    _forget_failure(recorder)
     _refresh_recording()
 
 
@@ -518,6 +524,7 @@ def add_step_log(log: StepLog) -> None:
 def remove_step_log(log: StepLog) -> None:
     """Stop appending to ``log`` (unknown ones are ignored); what it holds stays there."""
     _step_logs[:] = [known for known in _step_logs if known is not log]
+    _forget_failure(log)
     if not _step_logs:
         _hooks.step_recorder = None
 
@@ -541,15 +548,21 @@ def _end_step(step: int) -> None:
             try:
                 log.on_batch()
             except Exception as error:  # noqa: BLE001 - a reader must never break the training step
-                _recorder_failed(log.on_batch, error, "step log reader", "its records are kept")
+                _recorder_failed(log, error, "step log reader", "its records are kept", log.on_batch)
 
 
-def _recorder_failed(recorder: Callable[[], Any], error: Exception, what: str = "site recorder",
-                     outcome: str = "the buffer's site is None") -> None:
-    if id(recorder) not in _failed_recorders:
-        _failed_recorders.add(id(recorder))
-        print(f"engine.memory: {what} {recorder!r} failed ({type(error).__name__}: {error}); {outcome}; further "
-              f"failures are not reported", file=sys.stderr)
+def _recorder_failed(recorder: Any, error: Exception, what: str = "site recorder",
+                     outcome: str = "the buffer's site is None", called: Any = None) -> None:
+    """Report ``recorder``'s first failure on stderr (``called``: what failed, if not ``recorder`` itself). Kept by
+    the object, not its ``id()`` (a later object may get the id once this one is gone) until its removal forgets it."""
+    if not any(known is recorder for known in _failed_recorders):
+        _failed_recorders.append(recorder)
+        print(f"engine.memory: {what} {recorder if called is None else called!r} failed ({type(error).__name__}: "
+              f"{error}); {outcome}; further failures are not reported", file=sys.stderr)
+
+
+def _forget_failure(recorder: Any) -> None:
+    _failed_recorders[:] = [known for known in _failed_recorders if known is not recorder]
 
 
 def _refresh_recording() -> None:

@@ -11,9 +11,11 @@ from typing import Any
 import psutil
 
 from engine import hooks
+from instrumentation.format import tags as tag_names
+from instrumentation.format.tags import (CPU_PERCENT, MEM_TOTAL_BYTES, MEM_USED_BYTES, POWER_W, PROCESS_MEM_BYTES,
+                                         RATE_METRICS, RSS_BYTES, TEMPERATURE_C, UTIL_PERCENT)
 
-# Aggregation of the samples taken while one step is in progress: a mean for rates, the maximum for amounts.
-_MEAN_SUFFIXES = ("cpu_percent", "util_percent", "power_w")
+_CPU_TAG, _RSS_TAG = tag_names.system_tag(CPU_PERCENT), tag_names.system_tag(RSS_BYTES)
 
 
 class _Nvml:
@@ -30,20 +32,20 @@ class _Nvml:
         values: dict[str, float] = {}
         nvml = self.nvml
         for index, handle in enumerate(self.handles):
-            prefix = f"sys/gpu{index}/"
             readers = (
                 ("memory", lambda: _memory(nvml.nvmlDeviceGetMemoryInfo(handle))),
-                ("utilization", lambda: {"util_percent": float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)}),
-                ("power", lambda: {"power_w": nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0}),
-                ("temperature", lambda: {"temperature_c": float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))}),
-                ("processes", lambda: {"process_mem_bytes": float(sum(
+                ("utilization", lambda: {UTIL_PERCENT: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)}),
+                ("power", lambda: {POWER_W: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0}),
+                ("temperature", lambda: {
+                    TEMPERATURE_C: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))}),
+                ("processes", lambda: {PROCESS_MEM_BYTES: float(sum(
                     p.usedGpuMemory or 0 for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in pids))}),
             )
             for name, read in readers:
                 if (index, name) in self.disabled:
                     continue
                 try:
-                    values.update({prefix + key: value for key, value in read().items()})
+                    values.update({tag_names.gpu_tag(index, key): value for key, value in read().items()})
                 except nvml.NVMLError as error:
                     self.disabled.add((index, name))
                     self.notes.append(f"GPU {index}: {name} is not available ({error}); not sampled any more")
@@ -57,7 +59,7 @@ class _Nvml:
 
 
 def _memory(info: Any) -> dict[str, float]:
-    return {"mem_used_bytes": float(info.used), "mem_total_bytes": float(info.total)}
+    return {MEM_USED_BYTES: float(info.used), MEM_TOTAL_BYTES: float(info.total)}
 
 
 def _descendant_pids(pid: int) -> list[int] | None:
@@ -140,12 +142,12 @@ class SystemSampler:
 
     def sample(self) -> dict[str, float]:
         """One sample now (tag → value), not written."""
-        values = {"sys/cpu_percent": self._process.cpu_percent(None), "sys/rss_bytes": float(self._process.memory_info().rss)}
+        values = {_CPU_TAG: self._process.cpu_percent(None), _RSS_TAG: float(self._process.memory_info().rss)}
         pids = {self._process.pid}
         for child in self._live_children():
             try:
-                values["sys/cpu_percent"] += child.cpu_percent(None)
-                values["sys/rss_bytes"] += child.memory_info().rss
+                values[_CPU_TAG] += child.cpu_percent(None)
+                values[_RSS_TAG] += child.memory_info().rss
                 pids.add(child.pid)
             except psutil.Error:  # the child exited meanwhile
                 continue
@@ -197,7 +199,7 @@ class SystemSampler:
     def _write(self, wall_time: float, keep: bool = False) -> None:
         step = self._pending_step
         for tag, values in self._pending.items():
-            value = sum(values) / len(values) if tag.endswith(_MEAN_SUFFIXES) else max(values)
+            value = sum(values) / len(values) if tag.endswith(RATE_METRICS) else max(values)
             self.writer.add_scalar(tag, value, step, walltime=wall_time)
         if keep:  # a stalled step: the next aggregate of this step includes these samples again
             self._pending_since = wall_time

@@ -6,15 +6,13 @@ from urllib.parse import urlencode
 from dash import dcc, html
 
 from board.data.alerts import RunAlert
+from instrumentation.format.alert_names import MEMORY_KINDS, SNAPSHOT
 
 SEVERITY_BADGES = {"error": "fs-badge fs-badge-error", "warning": "fs-badge fs-badge-warn", "info": "fs-badge"}
 
 
 def _severity(severity: str) -> html.Span:
     return html.Span(severity, className=SEVERITY_BADGES.get(severity, "fs-badge"))
-
-
-MEMORY_KINDS = ("oom", "leak", "fragmentation")  # their evidence lives on the Memory page
 
 
 def dynamics_link(run: str, step: int) -> str:
@@ -25,7 +23,7 @@ def alert_link(item: RunAlert) -> str:
     """Where an alert's evidence is shown: the Memory page (with its snapshot) or the step on the Dynamics page."""
     if item.alert.kind in MEMORY_KINDS:
         query = {"run": item.run}
-        snapshot = item.alert.evidence.get("snapshot")
+        snapshot = item.alert.evidence.get(SNAPSHOT)
         if snapshot:
             query["snapshot"] = str(snapshot)
         return "/memory?" + urlencode(query)

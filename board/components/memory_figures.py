@@ -6,9 +6,13 @@ from typing import Any
 import numpy as np
 
 from board.data.memory import MemoryTimeline, Treemap
+from instrumentation.format import alert_names as names
+from instrumentation.format.memory_categories import (ACTIVATION, GRADIENT, INPUT, OPTIMIZER_STATE, PARAMETER,
+                                                      TEMPORARY)
+from instrumentation.format.tags import MEMORY
 
-CATEGORY_COLORS = {"parameter": "#4e79a7", "gradient": "#f28e2b", "optimizer_state": "#b07aa1",
-                   "activation": "#59a14f", "temporary": "#edc948", "input": "#76b7b2"}
+CATEGORY_COLORS = {PARAMETER: "#4e79a7", GRADIENT: "#f28e2b", OPTIMIZER_STATE: "#b07aa1", ACTIVATION: "#59a14f",
+                   TEMPORARY: "#edc948", INPUT: "#76b7b2"}
 _BYTES_AXIS = {"title": {"text": "bytes"}, "exponentformat": "SI", "ticksuffix": "B", "rangemode": "tozero"}
 
 
@@ -25,19 +29,19 @@ def timeline_figure(timeline: MemoryTimeline, title: str) -> dict[str, Any]:
     data.append({"type": "scatter", "mode": "lines", "name": "allocated", "x": steps, "y": timeline.allocated.tolist(),
                  "line": {"color": "#222", "width": 1.5, "dash": "dot"},
                  "hovertemplate": "allocated at step end<br>step %{x}: %{y:,.0f} B<extra></extra>"})
-    figure = _layout(data, title, "step", annotations=[] if steps else [_note("no mem/ scalars yet")])
+    figure = _layout(data, title, "step", annotations=[] if steps else [_note(f"no {MEMORY} scalars yet")])
     figure["layout"]["uirevision"] = title  # live updates keep the user's zoom
     return figure
 
 
 def leak_evidence_figure(evidence: dict[str, Any], title: str) -> dict[str, Any]:
     """Live bytes at each step end of the window and the Theil–Sen line through them (slope = bytes/step)."""
-    steps = [float(s) for s in evidence.get("steps", [])]
-    values = [float(v) for v in evidence.get("live_bytes", evidence.get("rss_bytes", []))]
+    steps = [float(s) for s in evidence.get(names.STEPS, [])]
+    values = [float(v) for v in evidence.get(names.LIVE_BYTES, evidence.get(names.RSS_BYTES, []))]
     data: list[dict[str, Any]] = [{"type": "scatter", "mode": "lines+markers", "name": "live bytes", "x": steps,
                                    "y": values, "marker": {"size": 4}, "line": {"color": "#4e79a7"}}]
     if steps and values:
-        slope = float(evidence.get("bytes_per_step", 0.0))
+        slope = float(evidence.get(names.BYTES_PER_STEP, 0.0))
         x, y = np.asarray(steps), np.asarray(values)
         intercept = float(np.median(y - slope * x))
         data.append({"type": "scatter", "mode": "lines", "name": f"trend {slope:,.1f} B/step", "x": [steps[0], steps[-1]],

@@ -7,9 +7,9 @@ import numpy as np
 
 from board.data.store import LogdirStore, UnknownSeries
 from board.data.views import ScalarView, SmoothingCache, scalar_view
+from instrumentation.format.tags import ACTIVATION, DEAD_FRACTION, GRAD_NORM, UPDATE_RATIO
 
-UPDATE_RATIO, GRAD_NORM = "update_ratio/", "grad_norm/"
-DEAD_FRACTION_SUFFIX = "/dead_fraction"
+DEAD_FRACTION_SUFFIX = "/" + DEAD_FRACTION  # act/<layer>/dead_fraction
 HEALTHY_UPDATE_RATIO = (1e-3, 1e-2)  # LOGFORMAT.md: healthy ‖Δw‖/‖w‖
 MAX_COLUMNS = 400  # heatmap columns; longer runs are binned
 

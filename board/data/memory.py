@@ -10,12 +10,12 @@ import numpy as np
 
 from board.data.downsample import DEFAULT_POINTS, envelope_indices
 from board.data.store import LogdirStore, UnknownSeries
+from instrumentation.format import tags as tag_names
+from instrumentation.format.alert_names import MEMORY_KINDS
 from instrumentation.format.alerts import ALERTS_RELPATH, Alert, AlertReader
+from instrumentation.format.memory_categories import CATEGORIES
 from instrumentation.format.memory_snapshot import (MemorySnapshot, SnapshotFile, SnapshotHeader, list_snapshots,
                                                     read_snapshot, read_snapshot_header)
-
-CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
-MEMORY_ALERT_KINDS = ("oom", "leak", "fragmentation")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ def memory_runs(store: LogdirStore) -> list[str]:
     """Runs with allocator scalars or memory snapshots."""
     tags = store.all_scalar_tags()
     return [run for run, names in tags.items()
-            if any(t.startswith("mem/") for t in names) or list_snapshots(run_dir(store, run))]
+            if any(t.startswith(tag_names.MEMORY) for t in names) or list_snapshots(run_dir(store, run))]
 
 
 def devices(store: LogdirStore, run: str) -> list[str]:
@@ -46,8 +46,7 @@ def devices(store: LogdirStore, run: str) -> list[str]:
         tags = store.scalar_tags(run)
     except UnknownSeries:
         return []
-    return sorted({t.split("/")[1] for t in tags if t.startswith("mem/") and t.endswith("/allocated_bytes")
-                   and t.split("/")[1] != "host"})
+    return sorted({device for t in tags if (device := tag_names.memory_device(t)) not in (None, tag_names.HOST_DEVICE)})
 
 
 def _values_at(store: LogdirStore, run: str, tag: str, steps: np.ndarray) -> np.ndarray:
@@ -64,17 +63,18 @@ def _values_at(store: LogdirStore, run: str, tag: str, steps: np.ndarray) -> np.
 
 
 def timeline(store: LogdirStore, run: str, device: str, points: int = DEFAULT_POINTS) -> MemoryTimeline:
-    prefix = f"mem/{device}/"
     try:
-        peak_columns, _ = store.scalars(run, prefix + "peak_bytes")
+        peak_columns, _ = store.scalars(run, tag_names.memory_tag(device, tag_names.PEAK_BYTES))
     except UnknownSeries:
         empty = np.zeros(0)
         return MemoryTimeline(device, empty.astype(np.int64), empty, empty, {})
     keep = envelope_indices(peak_columns.steps.astype(np.float64), np.nan_to_num(peak_columns.values), points)
     steps = peak_columns.steps[keep]
     tags = set(store.scalar_tags(run))
-    bands = {c: _values_at(store, run, f"{prefix}{c}_bytes", steps) for c in CATEGORIES if f"{prefix}{c}_bytes" in tags}
-    return MemoryTimeline(device, steps, _values_at(store, run, prefix + "allocated_bytes", steps),
+    band_tags = {c: tag for c in CATEGORIES if (tag := tag_names.category_tag(device, c)) in tags}
+    bands = {c: _values_at(store, run, tag, steps) for c, tag in band_tags.items()}
+    allocated_tag = tag_names.memory_tag(device, tag_names.ALLOCATED_BYTES)
+    return MemoryTimeline(device, steps, _values_at(store, run, allocated_tag, steps),
                           peak_columns.values[keep], bands)
 
 
@@ -133,7 +133,7 @@ class SnapshotCache:
 def memory_alerts(store: LogdirStore, run: str) -> list[Alert]:
     """The run's oom/leak/fragmentation alerts, newest first."""
     alerts = AlertReader(run_dir(store, run) / ALERTS_RELPATH, root=store.logdir).read()
-    return sorted((a for a in alerts if a.kind in MEMORY_ALERT_KINDS), key=lambda a: (-a.step, -a.wall_time))
+    return sorted((a for a in alerts if a.kind in MEMORY_KINDS), key=lambda a: (-a.step, -a.wall_time))
 
 
 @dataclass(frozen=True, slots=True)

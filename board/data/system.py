@@ -1,7 +1,6 @@
 """The System page's data: `sys/` scalars grouped into host and per-GPU charts (no Dash here)."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,13 +8,12 @@ import numpy as np
 from board.data.downsample import DEFAULT_POINTS, envelope_indices
 from board.data.store import LogdirStore, UnknownSeries
 from board.data.views import XAxis, x_values
+from instrumentation.format.tags import (MEM_TOTAL_BYTES, MEM_USED_BYTES, POWER_W, PROCESS_MEM_BYTES, SYSTEM,
+                                         TEMPERATURE_C, UTIL_PERCENT, gpu_of)
 
-_GPU_TAG = re.compile(r"^sys/gpu(\d+)/(.+)$")
-HOST_METRICS = ("cpu_percent", "rss_bytes")
-GPU_METRICS = ("mem_used_bytes", "mem_total_bytes", "process_mem_bytes", "util_percent", "power_w", "temperature_c")
 # Charts: title → metrics drawn together (the GPU memory chart holds used, total and this process's share).
-GPU_CHARTS = (("memory", ("mem_used_bytes", "mem_total_bytes", "process_mem_bytes")), ("utilisation", ("util_percent",)),
-              ("power", ("power_w",)), ("temperature", ("temperature_c",)))
+GPU_CHARTS = (("memory", (MEM_USED_BYTES, MEM_TOTAL_BYTES, PROCESS_MEM_BYTES)), ("utilisation", (UTIL_PERCENT,)),
+              ("power", (POWER_W,)), ("temperature", (TEMPERATURE_C,)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +24,7 @@ class SystemSeries:
 
 
 def system_runs(store: LogdirStore) -> list[str]:
-    return [run for run, tags in store.all_scalar_tags().items() if any(t.startswith("sys/") for t in tags)]
+    return [run for run, tags in store.all_scalar_tags().items() if any(t.startswith(SYSTEM) for t in tags)]
 
 
 def gpus(store: LogdirStore, run: str) -> list[int]:
@@ -34,7 +32,7 @@ def gpus(store: LogdirStore, run: str) -> list[int]:
         tags = store.scalar_tags(run)
     except UnknownSeries:
         return []
-    return sorted({int(m.group(1)) for t in tags if (m := _GPU_TAG.match(t))})
+    return sorted({found[0] for t in tags if (found := gpu_of(t))})
 
 
 def series(store: LogdirStore, run: str, tag: str, x_axis: XAxis, points: int = DEFAULT_POINTS) -> SystemSeries | None:

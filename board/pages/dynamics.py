@@ -11,8 +11,8 @@ from board.components.dynamics_figures import layer_lines, ratio_heatmap
 from board.components.empty_state import empty_state
 from board.context import board_context
 from board.data.alerts import AlertFilter, alert_index
-from board.data.dynamics import (DEAD_FRACTION_SUFFIX, GRAD_NORM, HEALTHY_UPDATE_RATIO, UPDATE_RATIO, dynamics_runs,
-                                 layer_views, ratio_matrix)
+from board.data.dynamics import DEAD_FRACTION_SUFFIX, HEALTHY_UPDATE_RATIO, dynamics_runs, layer_views, ratio_matrix
+from instrumentation.format.tags import ACTIVATION, GRAD_NORM, UPDATE_RATIO
 
 dash.register_page(__name__, path="/dynamics", name="Dynamics", order=3, title="flowscope · dynamics")
 
@@ -33,7 +33,7 @@ def layout(run: str | None = None, step: str | None = None, **_query: str) -> ht
     return html.Div([
         html.H2("Dynamics"),
         empty_state(context.store, "dynamics") or (html.Div() if runs else html.Div(
-            "No run has update_ratio/, grad_norm/ or act/…/dead_fraction tags yet: log them with "
+            f"No run has {UPDATE_RATIO}, {GRAD_NORM} or {ACTIVATION}…{DEAD_FRACTION_SUFFIX} tags yet: log them with "
             "instrumentation.watch(model, writer).", className="fs-empty", id="empty-dynamics-tags")),
         html.Div(className="fs-controls", children=[
             html.Label("run", htmlFor="dynamics-run"),
@@ -64,7 +64,8 @@ def figures(run: str | None, step: int | None) -> list[dict[str, Any]]:
         layer_lines("gradient norm ‖g‖ per layer (log)", layer_views(store, cache, run, GRAD_NORM), GRAD_NORM,
                     log_y=True, step=step),
         layer_lines("dead fraction per layer (units never positive in a batch)",
-                    layer_views(store, cache, run, "act/", DEAD_FRACTION_SUFFIX), "act/", DEAD_FRACTION_SUFFIX, log_y=False, step=step,
+                    layer_views(store, cache, run, ACTIVATION, DEAD_FRACTION_SUFFIX), ACTIVATION, DEAD_FRACTION_SUFFIX,
+                    log_y=False, step=step,
                     y_range=(-0.02, 1.02)),
     ]
 

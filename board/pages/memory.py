@@ -14,6 +14,7 @@ from board.components.runs_table import human_bytes
 from board.context import board_context
 from board.data.memory import (SnapshotCache, devices, memory_alerts, memory_runs, module_treemap, snapshot_headers,
                                timeline)
+from instrumentation.format import alert_names as names
 from instrumentation.format.alerts import Alert
 
 dash.register_page(__name__, path="/memory", name="Memory", order=5, title="flowscope · memory")
@@ -54,23 +55,28 @@ def layout(run: str | None = None, snapshot: str | None = None, **_query: str) -
 def _alerts_section(run: str, alerts: list[Alert]) -> html.Div:
     items: list[Any] = []
     for index, alert in enumerate(alerts):
-        snapshot = alert.evidence.get("snapshot")
+        snapshot = alert.evidence.get(names.SNAPSHOT)
         body: list[Any] = [html.Strong(f"{alert.kind} · step {alert.step} · {alert.subject}"), html.Div(alert.message)]
         if snapshot:
-            label = "open the OOM report (snapshot)" if alert.kind == "oom" else "open the snapshot"
+            label = "open the OOM report (snapshot)" if alert.kind == names.OOM else "open the snapshot"
             body.append(dcc.Link(label, href=href(run, snapshot), id={"type": "memory-alert-link", "index": index},
                                  className=f"fs-alert-link memory-{alert.kind}-link"))
-        if alert.kind == "leak" and alert.evidence.get("steps"):
-            groups = alert.evidence.get("groups") or []
+        if alert.kind == names.LEAK and alert.evidence.get(names.STEPS):
+            groups = alert.evidence.get(names.GROUPS) or []
             if groups:
-                body.append(html.Ul([html.Li(f"{g['bytes_per_step']:,.1f} B/step · {g['count_per_step']:.3g} × "
-                                             f"{g['category']} {g['shape']} {g['dtype']} · op {g['op']} · module "
-                                             f"{g['module'] or '-'} · {g['site']}") for g in groups]))
+                body.append(html.Ul([html.Li(_leak_group(g)) for g in groups]))
             body.append(dcc.Graph(id={"type": "memory-leak-evidence", "index": index}, config={"displaylogo": False},
                                   figure=leak_evidence_figure(alert.evidence, f"leak evidence · {alert.subject}")))
         items.append(html.Div(body, className=f"fs-alert fs-alert-{alert.severity}", id=f"memory-alert-{index}"))
     return html.Details(open=True, className="fs-section", id="memory-alerts", children=[
         html.Summary(f"memory alerts ({len(alerts)})"), *(items or [html.Div("none", className="fs-note")])])
+
+
+def _leak_group(g: dict[str, Any]) -> str:
+    """One leak group of an alert's evidence, as a line."""
+    return (f"{g[names.BYTES_PER_STEP]:,.1f} B/step · {g[names.COUNT_PER_STEP]:.3g} × {g[names.CATEGORY]} "
+            f"{g[names.SHAPE]} {g[names.DTYPE]} · op {g[names.OP]} · module {g[names.MODULE] or '-'} · "
+            f"{g[names.SITE]}")
 
 
 def _snapshot_section(run: str, capture_id: str | None) -> html.Div:

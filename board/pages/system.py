@@ -12,6 +12,7 @@ from board.context import board_context
 from board.data.system import GPU_CHARTS, gpus, series, system_runs
 from board.data.store import UnknownSeries
 from board.data.views import X_AXES
+from instrumentation.format.tags import CPU_PERCENT, RSS_BYTES, SYSTEM, gpu_tag, system_tag
 
 dash.register_page(__name__, path="/system", name="System", order=6, title="flowscope · system")
 
@@ -39,8 +40,9 @@ def layout(**_query: str) -> html.Div:
 def _charts(run: str, x_axis: str) -> list[Any]:
     store = board_context().store
     charts = []
-    host = [("CPU (process + children)", ["sys/cpu_percent"]), ("RSS (process + children)", ["sys/rss_bytes"])]
-    gpu_charts = [(f"GPU {index} {title}", [f"sys/gpu{index}/{metric}" for metric in metrics])
+    host = [("CPU (process + children)", [system_tag(CPU_PERCENT)]),
+            ("RSS (process + children)", [system_tag(RSS_BYTES)])]
+    gpu_charts = [(f"GPU {index} {title}", [gpu_tag(index, metric) for metric in metrics])
                   for index in gpus(store, run) for title, metrics in GPU_CHARTS]
     for title, tags in host + gpu_charts:
         lines = [s for tag in tags if (s := series(store, run, tag, x_axis)) is not None]
@@ -55,7 +57,7 @@ def _version(run: str) -> list:
     """(tag, revision, length) of the run's `sys/` series: the charts are rebuilt only when this changes."""
     store = board_context().store
     try:
-        tags = [t for t in store.scalar_tags(run) if t.startswith("sys/")]
+        tags = [t for t in store.scalar_tags(run) if t.startswith(SYSTEM)]
     except UnknownSeries:
         return []
     return [[tag, *store.scalar_version(run, tag)] for tag in tags]

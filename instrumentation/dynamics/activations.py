@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from instrumentation.format import tags as tag_names
+
 RECTIFIERS = ("ReLU", "LeakyReLU", "GELU")  # dead_fraction: units never positive over the batch
 BOUNDED = {"Sigmoid": (0.0, 1.0), "Tanh": (-1.0, 1.0)}  # saturated_fraction: outputs within 1 % of a bound
 AFFINE = ("Linear", "Conv2d")  # mean_abs of the output only
@@ -30,7 +32,8 @@ class ActivationStats:
 
 def activation_tags(layer: str) -> tuple[str, str, str]:
     """The ``act/<layer>/mean_abs|dead_fraction|saturated_fraction`` tags of a layer."""
-    return f"act/{layer}/mean_abs", f"act/{layer}/dead_fraction", f"act/{layer}/saturated_fraction"
+    mean_abs, dead, saturated = (tag_names.activation_tag(layer, stat) for stat in tag_names.ACTIVATION_STATS)
+    return mean_abs, dead, saturated
 
 
 def watched_layers(model: Any) -> list[tuple[str, Any]]:

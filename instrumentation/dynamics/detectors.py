@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instrumentation.dynamics.thresholds import DynamicsThresholds
+from instrumentation.format.alert_names import DEAD_UNITS, EXPLODING_GRADIENT, LOSS_SPIKE, VANISHING_GRADIENT
 from instrumentation.format.alerts import Alert
 
 
@@ -81,7 +82,7 @@ class DynamicsRules:
                 if annealed is None:
                     annealed = self._annealed()
                 vanishing = not annealed
-            for kind, holds in (("exploding_gradient", exploding), ("vanishing_gradient", vanishing)):
+            for kind, holds in ((EXPLODING_GRADIENT, exploding), (VANISHING_GRADIENT, vanishing)):
                 if holds or (kind, name) in episodes:  # NOTE: the common case, nothing to count, costs nothing
                     alert = self._update_alert(kind, holds, step, name, ratio, grad_norm)
                     if alert is not None:
@@ -90,7 +91,7 @@ class DynamicsRules:
 
     def _update_alert(self, kind: str, holds: bool, step: int, name: str, ratio: float, grad_norm: float) -> Alert | None:
         t = self.thresholds
-        if kind == "exploding_gradient":
+        if kind == EXPLODING_GRADIENT:
             patience, threshold, severity = t.exploding_patience, t.exploding_update_ratio, "error"
             verdict = (f"above {threshold:g} (or not finite); healthy is about 1e-3..1e-2: lower the learning rate or "
                        "clip gradients")
@@ -107,11 +108,11 @@ class DynamicsRules:
 
     def dead(self, step: int, layer: str, dead_fraction: float) -> list[Alert]:
         t = self.thresholds
-        episode = self.streaks.observe("dead_units", layer, step, dead_fraction >= t.dead_fraction, dead_fraction,
+        episode = self.streaks.observe(DEAD_UNITS, layer, step, dead_fraction >= t.dead_fraction, dead_fraction,
                                        t.dead_patience)
         if episode is None:
             return []
-        return [Alert("dead_units", "warning", layer,
+        return [Alert(DEAD_UNITS, "warning", layer,
                       f"{layer}: {dead_fraction:.0%} of its units were never positive over a batch, for "
                       f"{episode.checks} check(s) since step {episode.first_step} (threshold {t.dead_fraction:.0%})",
                       step, evidence={"dead_fractions": episode.values, "first_step": episode.first_step,
@@ -129,7 +130,7 @@ class DynamicsRules:
             limit = max(t.loss_spike_factor * recent, recent + t.loss_spike_min_rise * self.first_median)
             spike = not math.isfinite(value) or value > limit
             if spike and not self.in_spike:
-                alerts.append(Alert("loss_spike", "warning" if math.isfinite(value) else "error", "loss",
+                alerts.append(Alert(LOSS_SPIKE, "warning" if math.isfinite(value) else "error", "loss",
                                     f"loss {value:.4g} at step {step} is above {limit:.4g} ({t.loss_spike_factor:g}× "
                                     f"the median {recent:.4g} of the last {len(losses)} steps)", step,
                                     evidence={"loss": value, "median": recent, "limit": limit,

@@ -10,6 +10,7 @@ import numpy as np
 import engine
 from engine import hooks
 from instrumentation.dynamics.parameters import ParameterStats
+from instrumentation.format.alert_names import NONFINITE
 from instrumentation.format.alerts import Alert
 from instrumentation.profiler.spans import log_end, recording
 
@@ -58,7 +59,7 @@ def nonfinite_alert(op: str, module: str, phase: str, step: int, inputs: tuple[A
                           f"{s['posinf_count'] + s['neginf_count']} Inf" for i, s in enumerate(input_stats))
     message = (f"first non-finite value: op {op} {where} ({phase}, step {step}) produced {bad[0]} NaN and {bad[1]} "
                f"Inf; {described or 'no inputs'}")
-    return Alert(kind="nonfinite", severity="error", subject=module or op, message=message, step=step,
+    return Alert(kind=NONFINITE, severity="error", subject=module or op, message=message, step=step,
                  evidence={"op": op, "module": module, "phase": phase, "step": step, "inputs": input_stats,
                            "outputs": output_stats})
 

@@ -12,6 +12,7 @@ from instrumentation.dynamics.numerics import LOG_SPAN, NumericsObserver
 from instrumentation.dynamics.parameters import ParameterTracker
 from instrumentation.dynamics.step_scalars import StepScalars
 from instrumentation.dynamics.thresholds import DynamicsThresholds
+from instrumentation.format import tags as tag_names
 from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.profiler.spans import log_end, log_start
 
@@ -37,7 +38,8 @@ class Watch:
         self._guard = FailureReporter("flowscope.watch")
         self._named_parameters = list(model.named_parameters())
         self._ndims = {name: len(param.shape) for name, param in self._named_parameters}
-        self._norm_tags = {name: (f"grad_norm/{name}", f"update_ratio/{name}") for name, _ in self._named_parameters}
+        self._norm_tags = {name: (tag_names.GRAD_NORM + name, tag_names.UPDATE_RATIO + name)
+                           for name, _ in self._named_parameters}
         self._tags_of_names: dict[tuple[str, ...], list[str]] = {}  # parameter names -> their tags, interleaved
         self._scalars = StepScalars(writer)
         self._tracker = ParameterTracker(self._named_parameters)
@@ -122,10 +124,10 @@ class Watch:
             return
         step_time_ms = event.duration_ns / 1e6
         add = self._scalars.add
-        add("perf/step_time_ms", step_time_ms, event.step)
-        add("perf/data_time_ms", self._data_wait_ns / 1e6, event.step)
+        add(tag_names.STEP_TIME_MS, step_time_ms, event.step)
+        add(tag_names.DATA_TIME_MS, self._data_wait_ns / 1e6, event.step)
         if self._batch_size and step_time_ms > 0:
-            add("perf/samples_per_sec", self._batch_size * 1e3 / step_time_ms, event.step)
+            add(tag_names.SAMPLES_PER_SEC, self._batch_size * 1e3 / step_time_ms, event.step)
         self._scalars.flush()
 
     def optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
@@ -153,9 +155,9 @@ class Watch:
         if self.histograms_every and step % self.histograms_every == 0:
             self._scalars.flush()  # keep the file's order: this step's scalars so far, then the histograms
             for name, param in self._named_parameters:
-                self.writer.add_histogram(f"weight/{name}", param.numpy(), step)
+                self.writer.add_histogram(tag_names.WEIGHT + name, param.numpy(), step)
                 if param.grad is not None:
-                    self.writer.add_histogram(f"grad/{name}", param.grad.numpy(), step)
+                    self.writer.add_histogram(tag_names.GRAD + name, param.grad.numpy(), step)
 
     def _optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
         if self.optimizer is not None and event.optimizer is not self.optimizer:

@@ -9,12 +9,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from instrumentation.format.alert_names import KINDS
 from instrumentation.format.confined import open_regular
 
 ALERTS_RELPATH = os.path.join("plugins", "alerts", "alerts.jsonl")
 SEVERITIES = ("info", "warning", "error")
-KINDS = ("nonfinite", "exploding_gradient", "vanishing_gradient", "dead_units", "loss_spike", "leak", "oom",
-         "fragmentation", "input_bound")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,11 @@ from typing import Any, TextIO
 
 from instrumentation.format.confined import open_regular
 
+from instrumentation.format.alert_names import LEAK, OOM
+
 SNAPSHOT_RELDIR = os.path.join("plugins", "memory")
 SNAPSHOT_SUFFIX = ".snapshot.json.gz"
-REASONS = ("manual", "peak", "oom", "leak")
+REASONS = ("manual", "peak", OOM, LEAK)  # the last two: the snapshot written with that alert
 _CAPTURE_ID = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}(_\d+)?$")
 
 

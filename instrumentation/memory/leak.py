@@ -5,6 +5,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from instrumentation.format import alert_names as names
+from instrumentation.format.memory_categories import ACTIVATION, GRADIENT, INPUT, OPTIMIZER_STATE, PARAMETER
 from instrumentation.memory.trend import Trend, growth, trend
 
 # A live block as the tracker keeps it: a tuple with these fields (its group: group_key(block)).
@@ -45,10 +47,11 @@ class LeakGroup:
     live_bytes: int
 
     def to_evidence(self) -> dict[str, Any]:
-        return {"site": self.site, "stack": list(self.stack), "op": self.op, "module": self.module,
-                "shape": list(self.shape), "dtype": self.dtype, "category": self.category,
-                "bytes_per_step": round(self.bytes_per_step, 3), "count_per_step": round(self.count_per_step, 3),
-                "live_count": self.live_count, "live_bytes": self.live_bytes}
+        return {names.SITE: self.site, names.STACK: list(self.stack), names.OP: self.op, names.MODULE: self.module,
+                names.SHAPE: list(self.shape), names.DTYPE: self.dtype, names.CATEGORY: self.category,
+                names.BYTES_PER_STEP: round(self.bytes_per_step, 3),
+                names.COUNT_PER_STEP: round(self.count_per_step, 3), names.LIVE_COUNT: self.live_count,
+                names.LIVE_BYTES: self.live_bytes}
 
 
 class TrendWindow:
@@ -138,22 +141,21 @@ def likely_cause(groups: list[LeakGroup]) -> str:
     if not groups:
         return "live memory grows every step, but no group of blocks allocated inside the window accounts for it"
     categories = {g.category for g in groups}
-    activation_ops = {g.op for g in groups if g.category == "activation"}
+    activation_ops = {g.op for g in groups if g.category == ACTIVATION}
     top = groups[0]
-    if top.category == "parameter" or ("parameter" in categories and categories <= {"parameter", "gradient",
-                                                                                     "optimizer_state"}):
+    if top.category == PARAMETER or (PARAMETER in categories and categories <= {PARAMETER, GRADIENT, OPTIMIZER_STATE}):
         return ("new parameters are created every step (a layer or Parameter built inside the step function?); "
                 "create them once, outside the loop")
-    if top.category == "activation" and top.shape == () and len(activation_ops) <= 3:
+    if top.category == ACTIVATION and top.shape == () and len(activation_ops) <= 3:
         return ("one scalar per step is kept with its autograd graph: a running total of losses built from tensors "
                 "(total = total + loss); accumulate loss.item() or loss.detach() instead")
     if len(activation_ops) >= 3:
         return ("a whole forward graph survives each step: backward(retain_graph=True) on a graph that stays "
                 "referenced, or an output kept together with its graph; keep .detach() copies or .item() values")
-    if top.category == "input":
+    if top.category == INPUT:
         return ("input batches accumulate: a queue or list of batches grows without bound (a producer running "
                 "ahead of training?); bound the queue")
-    if top.category == "activation":
+    if top.category == ACTIVATION:
         return ("one activation per step is kept alive: a list filled by a callback or hook keeps every batch's "
                 "tensor; keep .detach().numpy() copies you need, or bound the list")
     return f"{top.category} buffers allocated at {top.site} survive every step"

@@ -5,6 +5,7 @@ from collections import defaultdict
 from typing import Any
 
 from engine import memory
+from instrumentation.format import alert_names as names
 from instrumentation.format.alerts import Alert
 from instrumentation.format.memory_snapshot import MemorySnapshot, Requested
 from instrumentation.memory.leak import site_of
@@ -31,9 +32,9 @@ def oom_alert(event: Any, snapshot: MemorySnapshot, capture_id: str | None) -> A
     if top:
         (site, category), (nbytes, _) = top[0]
         message += f"; the most memory in use was allocated at {site} ({category}, {memory.format_bytes(nbytes)})"
-    return Alert(kind="oom", severity="error", subject=f"{event.op or 'allocation'}@{event.module or 'top level'}",
+    return Alert(kind=names.OOM, severity="error", subject=f"{event.op or 'allocation'}@{event.module or 'top level'}",
                  message=message, step=event.step, evidence={
-                     "device": event.device, "snapshot": capture_id, "requested_bytes": event.requested_bytes,
+                     "device": event.device, names.SNAPSHOT: capture_id, "requested_bytes": event.requested_bytes,
                      "allocated_bytes": event.allocated_bytes, "limit_bytes": event.limit_bytes,
                      "largest_free_block": allocator.largest_free_block, "fragmentation": allocator.fragmentation,
                      "op": event.op, "module": event.module, "phase": event.phase, "live_blocks": len(snapshot.blocks),

@@ -10,6 +10,8 @@ from functools import partial
 from typing import Any
 
 from engine import hooks, memory
+from instrumentation.format import alert_names as names
+from instrumentation.format import tags as tag_names
 from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
 from instrumentation.memory.boundary import live_groups, live_table
@@ -21,9 +23,8 @@ from instrumentation.memory.stacks import StackRecorder
 from instrumentation.memory.trend import Trend, trend
 from instrumentation.profiler.spans import log_end, log_start
 
-HOST_RSS_TAG = "mem/host/rss_bytes"
+HOST_RSS_TAG = tag_names.memory_tag(tag_names.HOST_DEVICE, tag_names.RSS_BYTES)
 LOG_SPAN = "memory tracker"  # its batch processing in a profiler's trace (category "log")
-CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
 LEAK_GROUPS_IN_ALERT = 5
 
 
@@ -41,7 +42,7 @@ class MemoryBreakdown:
 
 class _Tally:
     __slots__ = ("device", "allocated", "record_peak", "pending_peak", "written_peak", "written_at", "window",
-                 "alerted", "prefix", "tags", "category_tags", "armed")
+                 "alerted", "tags", "category_tags", "armed")
 
     def __init__(self, device: str, leak: LeakSettings | None) -> None:
         self.device = device
@@ -50,15 +51,14 @@ class _Tally:
         self.pending_peak: tuple[int, int, dict[int, tuple]] | None = None
         self.window = TrendWindow(leak) if leak is not None else None
         self.alerted: set[tuple] = set()
-        self.prefix = prefix = f"mem/{device}/"
-        self.tags = tuple(prefix + name for name in ("allocated_bytes", "reserved_bytes", "peak_bytes", "live_tensors"))
+        self.tags = tuple(tag_names.memory_tag(device, stat) for stat in tag_names.MEMORY_STATS)
         self.category_tags: dict[str, str] = {}  # category -> its tag (built once)
         self.armed: int | None | bool = False  # the peak capture size last asked of the allocator (False: unknown)
 
     def category_tag(self, category: str) -> str:
         tag = self.category_tags.get(category)
         if tag is None:
-            tag = self.category_tags[category] = f"{self.prefix}{category}_bytes"
+            tag = self.category_tags[category] = tag_names.category_tag(self.device, category)
         return tag
 
 
@@ -131,7 +131,7 @@ class MemoryTracker:
     def oom(self, event: hooks.OomEvent) -> None:
         """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
         self._process_safely()
-        snapshot = build_snapshot(device=event.device, reason="oom", step=event.step, live=self._live_now(),
+        snapshot = build_snapshot(device=event.device, reason=names.OOM, step=event.step, live=self._live_now(),
                                   history=self._history_now(), origin_ns=self._origin_ns, names=parameter_names(self.model),
                                   requested=requested_of(event), allocated_bytes=event.allocated_bytes,
                                   peak_bytes=self._peak(event.device))
@@ -358,7 +358,7 @@ class MemoryTracker:
         tally.alerted.add(key)
         cause = likely_cause(groups)
         evidence_groups = [g.to_evidence() for g in groups[:LEAK_GROUPS_IN_ALERT]]
-        path = self._write(build_snapshot(device=device, reason="leak", step=step, live=self._live_now(),
+        path = self._write(build_snapshot(device=device, reason=names.LEAK, step=step, live=self._live_now(),
                                           history=self._history_now(), origin_ns=self._origin_ns,
                                           names=parameter_names(self.model), peak_bytes=self._peak(device),
                                           extra={"groups": evidence_groups}))
@@ -370,12 +370,13 @@ class MemoryTracker:
             message += (f": {top.count_per_step:.3g} {top.category} block(s) of shape {list(top.shape)} {top.dtype} per step "
                         f"(op {top.op or '-'}, module {top.module or '-'}) allocated at {top.site}, "
                         f"{memory.format_bytes(top.bytes_per_step)}/step")
-        self.alerts.write(Alert(kind="leak", severity="warning", subject=subject, message=f"{message}. Likely cause: {cause}",
-                                step=step, evidence={"device": device, "bytes_per_step": found.slope,
-                                                     "recent_bytes_per_step": found.recent_slope, "mann_kendall_z": found.z,
-                                                     "steps": list(found.steps), "live_bytes": list(found.values),
-                                                     "groups": evidence_groups, "cause": cause,
-                                                     "snapshot": _capture_id(path)}))
+        self.alerts.write(Alert(kind=names.LEAK, severity="warning", subject=subject,
+                                message=f"{message}. Likely cause: {cause}", step=step,
+                                evidence={"device": device, names.BYTES_PER_STEP: found.slope,
+                                          "recent_bytes_per_step": found.recent_slope, "mann_kendall_z": found.z,
+                                          names.STEPS: list(found.steps), names.LIVE_BYTES: list(found.values),
+                                          names.GROUPS: evidence_groups, "cause": cause,
+                                          names.SNAPSHOT: _capture_id(path)}))
 
     def _report_host_growth(self, found: Trend, step: int) -> None:
         engine_growth = sum(trend(list(t.window.steps), list(t.window.values)).slope for t in self._tallies.values()
@@ -386,11 +387,12 @@ class MemoryTracker:
         lines = self._host.attribution(step) if self._host is not None else []
         where = f"; fastest-growing Python allocation site: {lines[0]['site']}" if lines else (
             "; switch on host_attribution=True to attribute it (tracemalloc)")
-        self.alerts.write(Alert(kind="leak", severity="warning", subject="host RSS", step=step,
+        self.alerts.write(Alert(kind=names.LEAK, severity="warning", subject="host RSS", step=step,
                                 message=f"process RSS grows {memory.format_bytes(found.slope)}/step over steps "
                                         f"{found.steps[0]}–{found.steps[-1]}, outside the engine's tensors{where}",
-                                evidence={"device": "host", "bytes_per_step": found.slope, "steps": list(found.steps),
-                                          "rss_bytes": list(found.values), "engine_bytes_per_step": engine_growth,
+                                evidence={"device": tag_names.HOST_DEVICE, names.BYTES_PER_STEP: found.slope,
+                                          names.STEPS: list(found.steps), names.RSS_BYTES: list(found.values),
+                                          "engine_bytes_per_step": engine_growth,
                                           "python_sites": lines}))
 
     def _write(self, snapshot: MemorySnapshot) -> str | None:

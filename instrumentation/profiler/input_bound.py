@@ -5,6 +5,7 @@ import collections
 import os
 
 from engine import hooks
+from instrumentation.format.alert_names import INPUT_BOUND
 from instrumentation.format.alerts import Alert, AlertWriter
 
 INPUT_BOUND_SHARE = 0.3  # data wait / step time over the window above which the run is input-bound
@@ -60,7 +61,7 @@ class InputBoundDetector:
         first, last = self._window[0][0], self._window[-1][0]
         observed = wait_ns / step_ns
         self.writer.write(Alert(
-            kind="input_bound", severity="warning", subject="input pipeline", step=event.step,
+            kind=INPUT_BOUND, severity="warning", subject="input pipeline", step=event.step,
             message=(f"steps {first}-{last} spent {observed:.0%} of their time waiting for input (threshold "
                      f"{self.share:.0%}): the input pipeline limits training speed; try prefetch(), "
                      "map(num_parallel_calls=...) or cache()"),

@@ -123,3 +123,53 @@ def test_bad_batch_settings_are_named() -> None:
         memory.StepLog(lambda: None, batch_steps=0)
     with pytest.raises(ValueError, match="batch_s >= 0"):
         memory.StepLog(lambda: None, batch_s=-1.0)
+
+
+def _failing_reader(message: str):
+    def failing() -> None:
+        raise RuntimeError(message)
+    return failing
+
+
+def _run_failing_log(log: memory.StepLog) -> None:
+    memory.add_step_log(log)
+    try:
+        _steps(1, [])
+    finally:
+        memory.remove_step_log(log)
+
+
+def test_a_reader_re_added_after_its_removal_is_reported_again(clean, capsys) -> None:
+    log = memory.StepLog(_failing_reader("first bug"), batch_steps=1)  # the same object: the same id() again
+    _run_failing_log(log)
+    _run_failing_log(log)
+    assert capsys.readouterr().err.count("step log reader") == 2
+
+
+def test_a_new_reader_that_gets_a_failed_reader_s_id_is_reported(clean, capsys) -> None:
+    reader = _failing_reader("old bug")
+    old_id = id(reader)
+    _run_failing_log(memory.StepLog(reader, batch_steps=1))
+    del reader
+    gc.collect()
+    alive = []  # functions that did not get the id stay alive, so the next one takes another free slot
+    while len(alive) < 1000 and (not alive or id(alive[-1]) != old_id):
+        alive.append(_failing_reader("new bug"))
+    assert id(alive[-1]) == old_id  # CPython reuses the freed slot (almost always at once)
+    _run_failing_log(memory.StepLog(alive[-1], batch_steps=1))
+    err = capsys.readouterr().err
+    assert "old bug" in err and "new bug" in err
+
+
+def test_a_site_recorder_re_added_after_its_removal_is_reported_again(clean, capsys) -> None:
+    def recorder() -> None:
+        raise RuntimeError("site bug")
+
+    for _ in range(2):
+        memory.add_site_recorder(recorder)
+        try:
+            kept = engine.tensor(np.ones(4, np.float32)) * 2.0
+        finally:
+            memory.remove_site_recorder(recorder)
+        del kept
+    assert capsys.readouterr().err.count("site bug") == 2

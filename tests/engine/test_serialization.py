@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import engine
+from engine import nn
 from engine.optim import Adam
 from engine.serialization import META_KEY, CheckpointError, load, save
 from engine.tensor import Tensor
@@ -70,7 +71,6 @@ def test_optimizer_state_round_trip_continues_identically(tmp_path):
 
 
 def test_model_round_trip_is_bit_identical(tmp_path):
-    nn = pytest.importorskip("engine.nn")
     engine.manual_seed(5)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
     x = engine.tensor(np.random.default_rng(2).standard_normal((4, 8)).astype("float32"))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import threadpoolctl  # a scikit-learn dependency
 
 import engine
 from engine import nn
@@ -17,7 +18,6 @@ pytestmark = pytest.mark.slow
 def one_blas_thread():
     """Tiny matmuls gain nothing from BLAS threads, and on a shared 2-core machine OpenBLAS's spinning threads
     can slow them a thousandfold; one thread also keeps the run's arithmetic identical from run to run."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")  # a scikit-learn dependency
     with threadpoolctl.threadpool_limits(1):
         yield
 
@@ -36,12 +36,6 @@ def _train_and_test(model, digits, epochs, lr, batch_size=64):
     return history, evaluate(model, F.cross_entropy, test)
 
 
-def _require(*names):
-    missing = [name for name in names if not hasattr(nn, name)]
-    if missing:
-        pytest.skip(f"engine.nn has no {', '.join(missing)} yet")
-
-
 def test_mlp_reaches_95_percent_on_digits(digits):
     """64 → 128 ReLU → 10, Adam, 10 epochs of 23 steps: about 0.3 s on one core (≈ 0.4 ms per step); test
     accuracy ≈ 0.97 for seeds 0–2."""
@@ -56,7 +50,6 @@ def test_mlp_reaches_95_percent_on_digits(digits):
 def test_cnn_reaches_95_percent_on_digits(digits):
     """The CNN above, Adam, 10 epochs of 23 steps: about 3 s on one busy core (the convolutions dominate); test
     accuracy ≈ 0.96–0.98 for seeds 0–2."""
-    _require("Conv2d", "MaxPool2d")
     engine.manual_seed(0)
     history, result = _train_and_test(nn.DigitsCNN(), digits, epochs=10, lr=1e-2)
     assert result["accuracy"] >= 0.95, history
@@ -75,7 +68,6 @@ def _seeded_run(digits, seed):
 
 def test_two_seeded_runs_are_bit_identical(digits):
     """Same seed, shuffled data and dropout: identical losses and weights, to the bit (≈ 0.2 s)."""
-    _require("Dropout")
     losses_a, weights_a = _seeded_run(digits, seed=3)
     losses_b, weights_b = _seeded_run(digits, seed=3)
     assert losses_a.tobytes() == losses_b.tobytes()

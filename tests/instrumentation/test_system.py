@@ -14,7 +14,7 @@ from engine import hooks
 import instrumentation.system as system
 from instrumentation import SummaryWriter, SystemSampler
 from fake_pynvml import fake_pynvml
-from instrumentation.format import EventFileReader, ScalarValue
+from instrumentation.format import EventFileReader, ScalarValue, tags
 
 
 def test_fake_nvml_sample_has_every_gpu_metric() -> None:
@@ -29,6 +29,14 @@ def test_fake_nvml_sample_has_every_gpu_metric() -> None:
     assert values["sys/rss_bytes"] >= psutil.Process().memory_info().rss * 0.5
     sampler.close()
     assert nvml.calls["shutdown"] == 1
+
+
+def test_the_sampled_tags_are_the_format_s_names() -> None:
+    sampler = SystemSampler(writer=None, nvml=fake_pynvml(gpus=2), start=False)
+    expected = {tags.system_tag(m) for m in tags.HOST_METRICS} | {tags.gpu_tag(i, m) for i in (0, 1)
+                                                                    for m in tags.GPU_METRICS}
+    assert set(sampler.sample()) == expected
+    sampler.close()
 
 
 def test_unsupported_metric_is_dropped_for_that_gpu_only(capsys) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import engine
 from instrumentation import SummaryWriter
 from instrumentation.format import EventFileReader, HistogramValue, ScalarValue, TextValue
 from instrumentation.summary.bucketing import tensorflow_edges
@@ -112,9 +113,6 @@ def test_add_histogram_of_torch_and_engine_tensors(tmp_path):
 
 
 def test_add_histogram_of_an_engine_tensor(tmp_path):
-    engine = pytest.importorskip("engine")
-    if not hasattr(engine, "tensor"):
-        pytest.skip("engine.tensor is not there yet")
     with SummaryWriter(tmp_path) as writer:
         writer.add_histogram("engine", engine.tensor(np.arange(6.0)), 0)
         writer.add_scalar("engine_scalar", engine.tensor(np.array(2.5)), 0)

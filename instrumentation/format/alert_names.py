@@ -1,0 +1,35 @@
+"""Alert kinds and the evidence keys the board reads (LOGFORMAT.md's Alerts), each named once for both sides."""
+from __future__ import annotations
+
+# Kinds (an Alert's ``kind``; other kinds are allowed and shown as they are).
+NONFINITE = "nonfinite"  # the first op that produced NaN/Inf
+EXPLODING_GRADIENT = "exploding_gradient"
+VANISHING_GRADIENT = "vanishing_gradient"
+DEAD_UNITS = "dead_units"
+LOSS_SPIKE = "loss_spike"
+LEAK = "leak"
+OOM = "oom"
+FRAGMENTATION = "fragmentation"
+INPUT_BOUND = "input_bound"
+KINDS = (NONFINITE, EXPLODING_GRADIENT, VANISHING_GRADIENT, DEAD_UNITS, LOSS_SPIKE, LEAK, OOM, FRAGMENTATION,
+         INPUT_BOUND)
+MEMORY_KINDS = (OOM, LEAK, FRAGMENTATION)  # their evidence is shown on the Memory page
+
+# Evidence keys of memory alerts.
+SNAPSHOT = "snapshot"  # capture id of the memory snapshot written with the alert (oom, leak)
+STEPS = "steps"  # leak: the steps of the window the trend was found in
+LIVE_BYTES = "live_bytes"  # leak on a device: live bytes at those steps (also a leak group's live bytes now)
+RSS_BYTES = "rss_bytes"  # leak of the host: process RSS at those steps
+BYTES_PER_STEP = "bytes_per_step"  # leak: the growth (also a leak group's)
+GROUPS = "groups"  # leak: the block groups that accumulate, each a dict with the keys below
+
+# Keys of one leak group.
+SITE = "site"  # the innermost user frame, "file:line function"
+STACK = "stack"
+OP = "op"
+MODULE = "module"
+SHAPE = "shape"
+DTYPE = "dtype"
+CATEGORY = "category"  # one of memory_categories.CATEGORIES
+COUNT_PER_STEP = "count_per_step"
+LIVE_COUNT = "live_count"

@@ -1,0 +1,71 @@
+"""The tag namespaces the instrumentation writes and the board reads (LOGFORMAT.md's table), each named once."""
+from __future__ import annotations
+
+import re
+
+# Prefixes: `<prefix><param>`, `act/<layer>/<stat>`, `perf/<name>`, `mem/<device>/<stat>`, `sys/<name>`.
+GRAD = "grad/"  # histogram of a parameter's gradient
+WEIGHT = "weight/"  # histogram of a parameter's values
+GRAD_NORM = "grad_norm/"
+UPDATE_RATIO = "update_ratio/"
+ACTIVATION = "act/"
+PERF = "perf/"
+MEMORY = "mem/"
+SYSTEM = "sys/"
+PREFIXES = (GRAD, WEIGHT, GRAD_NORM, UPDATE_RATIO, ACTIVATION, PERF, MEMORY, SYSTEM)
+
+# act/<layer>/<stat>
+MEAN_ABS, DEAD_FRACTION, SATURATED_FRACTION = "mean_abs", "dead_fraction", "saturated_fraction"
+ACTIVATION_STATS = (MEAN_ABS, DEAD_FRACTION, SATURATED_FRACTION)
+
+# perf/<name>
+STEP_TIME_MS, DATA_TIME_MS, SAMPLES_PER_SEC = PERF + "step_time_ms", PERF + "data_time_ms", PERF + "samples_per_sec"
+INSTRUMENTATION_MS = PERF + "instrumentation_ms"
+
+# mem/<device>/<stat>, and mem/<device>/<category>_bytes (memory_categories.CATEGORIES): each one's bytes at the step's
+# peak.
+ALLOCATED_BYTES, RESERVED_BYTES, PEAK_BYTES = "allocated_bytes", "reserved_bytes", "peak_bytes"
+LIVE_TENSORS = "live_tensors"
+MEMORY_STATS = (ALLOCATED_BYTES, RESERVED_BYTES, PEAK_BYTES, LIVE_TENSORS)
+HOST_DEVICE = "host"  # mem/host/rss_bytes: the process RSS, read with the engine's figures
+
+# sys/<name> and sys/gpu<i>/<metric>
+CPU_PERCENT, RSS_BYTES = "cpu_percent", "rss_bytes"
+HOST_METRICS = (CPU_PERCENT, RSS_BYTES)
+MEM_USED_BYTES, MEM_TOTAL_BYTES, PROCESS_MEM_BYTES = "mem_used_bytes", "mem_total_bytes", "process_mem_bytes"
+UTIL_PERCENT, POWER_W, TEMPERATURE_C = "util_percent", "power_w", "temperature_c"
+GPU_METRICS = (MEM_USED_BYTES, MEM_TOTAL_BYTES, PROCESS_MEM_BYTES, UTIL_PERCENT, POWER_W, TEMPERATURE_C)
+RATE_METRICS = (CPU_PERCENT, UTIL_PERCENT, POWER_W)  # averaged over a step's samples; the others take the maximum
+_GPU_TAG = re.compile(r"^" + re.escape(SYSTEM) + r"gpu(\d+)/(.+)$")
+
+
+def activation_tag(layer: str, stat: str) -> str:
+    return f"{ACTIVATION}{layer}/{stat}"
+
+
+def memory_tag(device: str, stat: str) -> str:
+    return f"{MEMORY}{device}/{stat}"
+
+
+def category_tag(device: str, category: str) -> str:
+    return memory_tag(device, f"{category}_bytes")
+
+
+def memory_device(tag: str) -> str | None:
+    """The device of a `mem/<device>/allocated_bytes` tag (the tag each device's timeline has), else None."""
+    parts = tag.split("/")
+    return parts[1] if len(parts) == 3 and tag.startswith(MEMORY) and parts[2] == ALLOCATED_BYTES else None
+
+
+def system_tag(name: str) -> str:
+    return SYSTEM + name
+
+
+def gpu_tag(index: int, metric: str) -> str:
+    return f"{SYSTEM}gpu{index}/{metric}"
+
+
+def gpu_of(tag: str) -> tuple[int, str] | None:
+    """(GPU index, metric) of a `sys/gpu<i>/<metric>` tag, else None."""
+    match = _GPU_TAG.match(tag)
+    return (int(match.group(1)), match.group(2)) if match else None
