@@ -112,8 +112,10 @@ def save(directory: Path, files: list[FileMark], scalars: dict[str, ScalarSeries
             (directory / f"{name}.{old['generation']}.npy").unlink(missing_ok=True)
 
 
-def valid_manifest(directory: Path, run_path: Path) -> dict | None:
-    """The entry's manifest if every event file it describes still matches it; None otherwise."""
+def valid_manifest(directory: Path, run_path: Path, check_content: bool = True) -> dict | None:
+    """The entry's manifest if every event file it describes still matches it; None otherwise.
+
+    `check_content=False` checks only the lengths (no hashing): enough to guess whether a run needs decoding."""
     manifest = _read_manifest(directory)
     if manifest is None or manifest.get("version") != FORMAT_VERSION:
         return None
@@ -121,7 +123,7 @@ def valid_manifest(directory: Path, run_path: Path) -> dict | None:
         for entry in manifest["files"]:
             path = run_path / entry["name"]
             if path.stat().st_size < entry["offset"] or \
-                    prefix_crc32c(path, entry["offset"]) != entry["prefix_crc32c"]:
+                    check_content and prefix_crc32c(path, entry["offset"]) != entry["prefix_crc32c"]:
                 return None
     except (OSError, KeyError, TypeError, ValueError):  # a file gone or unreadable, or a damaged manifest
         return None

@@ -21,8 +21,9 @@ PARALLEL_MIN_BYTES = 4 << 20  # below this, starting a worker process costs more
 
 
 def _unread_bytes(run: RunLocation, cache_root: Path, logdir: Path) -> int:
-    """Bytes of the run's event files; 0 when a valid cache entry covers them (nothing to decode)."""
-    if cache.valid_manifest(run_cache_dir(cache_root, logdir, run.name), run.path) is not None:
+    """Bytes of the run's event files; 0 when a cache entry covers them (nothing to decode). The entry's content
+    is checked when the run maps it (an entry that no longer matches is then decoded in this process)."""
+    if cache.valid_manifest(run_cache_dir(cache_root, logdir, run.name), run.path, check_content=False) is not None:
         return 0
     total = 0
     for name in run.event_files:
@@ -147,7 +148,12 @@ class LogdirStore:
             groups[lightest].append(name)
             loads[lightest] += sizes[name]
         command = [sys.executable, "-m", "board.data.worker", str(self.logdir), str(self.cache_root)]
-        processes = [subprocess.Popen([*command, *group]) for group in groups if group]
+        processes = []
+        try:
+            for group in groups:
+                processes.append(subprocess.Popen([*command, *group]))
+        except OSError as error:  # no process to spare: the pass reads the remaining runs itself
+            log.warning("cannot start a decoding worker: %s", error)
         for process in processes:
             if process.wait() != 0:  # the pass reads those runs itself
                 log.warning("a decoding worker failed (exit %s)", process.returncode)
