@@ -40,11 +40,9 @@ _ZERO_CRC, _LOW_TABLE, _HIGH_TABLE = _length_crc_tables()
 
 
 def u32_at(raw: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The little-endian uint32 at each of `offsets` (unaligned)."""
-    value = raw[offsets].astype(np.uint32)
-    for position in (1, 2, 3):
-        value |= raw[offsets + position].astype(np.uint32) << np.uint32(8 * position)
-    return value
+    """The little-endian uint32 at each of `offsets` of a contiguous uint8 array (unaligned reads through a view
+    with a 1-byte stride: one gather, ≈ 2x faster than four byte gathers and shifts)."""
+    return np.ndarray((len(raw) - 3,), "<u4", raw, 0, (1,))[offsets].astype(np.uint32)
 
 
 def masked_crc32c_array(crcs: np.ndarray) -> np.ndarray:
