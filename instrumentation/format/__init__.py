@@ -9,7 +9,7 @@ from instrumentation.format.records import frame_record, frame_records, iter_rec
 from instrumentation.format.values import Event, HistogramValue, PluginValue, ScalarValue, SummaryValue, TextValue
 
 __all__ = [
-    "FILE_VERSION", "MAX_RECORD_BYTES", "Event", "EventFileReader", "HistogramValue", "PluginValue", "ScalarBatch", "ScalarValue", "SummaryValue",
-    "TextValue", "event_file_name", "frame_record", "frame_records", "is_event_file", "iter_records",
+    "FILE_VERSION", "MAX_RECORD_BYTES", "Event", "EventFileReader", "HistogramValue", "PluginValue", "ScalarBatch",
+    "ScalarValue", "SummaryValue", "TextValue", "event_file_name", "frame_record", "frame_records", "is_event_file", "iter_records",
     "masked_crc32c", "scan_records", "write_record",
 ]

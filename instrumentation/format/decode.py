@@ -226,7 +226,7 @@ class RecordDecoder:
         for data in records:
             try:
                 event = decode_event(parse_event(data))
-            except Exception:  # NOTE: intact framing around bytes we cannot use, whatever the error: counted, never raised
+            except Exception:  # NOTE: intact framing around bytes we cannot use, whatever the error: counted
                 self.failures += 1
                 continue
             single(event)

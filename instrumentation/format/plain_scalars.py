@@ -126,7 +126,8 @@ def _tag_codes(buffer: bytes, starts: np.ndarray, lengths: np.ndarray
     columns = []
     for word in range(words):
         remaining = np.clip(lengths - 8 * word, 0, 8).astype(np.uint64)
-        mask = np.where(remaining == 8, np.uint64(2**64 - 1), (np.uint64(1) << (remaining * np.uint64(8))) - np.uint64(1))
+        mask = np.where(remaining == 8, np.uint64(2**64 - 1),
+                        (np.uint64(1) << (remaining * np.uint64(8))) - np.uint64(1))
         # a word that holds part of a tag ends at most 7 bytes past it (in the record, footer or padding); a word
         # past a shorter tag is masked to zero, so where it is read from only has to lie in the buffer
         columns.append(_view(buffer, "<u8", np.minimum(starts + 8 * word, len(buffer) - 8)) & mask)

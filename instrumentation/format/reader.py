@@ -156,7 +156,7 @@ def _size(count: int) -> str:
         return f"{count} byte" + ("" if count == 1 else "s")
     value = count / 1024
     for unit in ("KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
+        if value < 1024:
             return f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} TiB"

@@ -20,7 +20,7 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + MASK_DELTA) & _U32
 
 
-def _length_crc_tables() -> tuple[int, np.ndarray, np.ndarray]:
+def _length_crc_tables() -> tuple[np.ndarray, np.ndarray]:
     """CRC-32C is affine in its input: the CRC of 8 bytes whose high 4 are zero is crc(0) ^ L(b0..b3), L linear,
     so two 65536-entry tables (bytes 0-1, bytes 2-3) give the CRC of any length below 2**32 in two lookups."""
     zero = crc32c(bytes(8))
@@ -33,18 +33,16 @@ def _length_crc_tables() -> tuple[int, np.ndarray, np.ndarray]:
     pairs = np.arange(1 << 16)
     low = byte_tables[0][pairs & 0xFF] ^ byte_tables[1][pairs >> 8]
     high = byte_tables[2][pairs & 0xFF] ^ byte_tables[3][pairs >> 8] ^ np.uint32(zero)
-    return zero, low, high
+    return low, high
 
 
-_ZERO_CRC, _LOW_TABLE, _HIGH_TABLE = _length_crc_tables()
+_LOW_TABLE, _HIGH_TABLE = _length_crc_tables()
 
 
 def u32_at(raw: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The little-endian uint32 at each of `offsets` (unaligned)."""
-    value = raw[offsets].astype(np.uint32)
-    for position in (1, 2, 3):
-        value |= raw[offsets + position].astype(np.uint32) << np.uint32(8 * position)
-    return value
+    """The little-endian uint32 at each of `offsets` of a contiguous uint8 array (unaligned reads through a view
+    with a 1-byte stride: one gather, ≈ 2x faster than four byte gathers and shifts)."""
+    return np.ndarray((len(raw) - 3,), "<u4", raw, 0, (1,))[offsets].astype(np.uint32)
 
 
 def masked_crc32c_array(crcs: np.ndarray) -> np.ndarray:

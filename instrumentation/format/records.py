@@ -76,7 +76,7 @@ class RecordScan:
     corrupt: int = 0  # spans skipped (a record whose data CRC failed, or bytes with no intact header)
     skipped: list[SkippedBytes] = field(default_factory=list)
     wanted_bytes: int = 0  # > 0: the intact header at end_offset announces a record of this many bytes in all
-    buffer: bytes = b""  # what was scanned: record i's payload is buffer[data_starts[i]:data_starts[i] + data_lengths[i]]
+    buffer: bytes = b""  # what was scanned: payload i is buffer[data_starts[i]:data_starts[i] + data_lengths[i]]
     data_starts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     data_lengths: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 

@@ -22,7 +22,7 @@ _LAYOUT: dict[int, tuple[Any, str]] = {
     DT_UINT32: (np.uint32, "uint32_val"), DT_UINT64: (np.uint64, "uint64_val"),
 }
 
-_ITEM_BYTES = {dtype_enum: np.dtype(layout[0]).itemsize for dtype_enum, layout in _LAYOUT.items()}  # strings: 8 (a pointer)
+_ITEM_BYTES = {dtype_enum: np.dtype(layout[0]).itemsize for dtype_enum, layout in _LAYOUT.items()}  # strings: 8
 
 
 def _fill(values: np.ndarray, size: int) -> np.ndarray:

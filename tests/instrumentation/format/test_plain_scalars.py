@@ -28,8 +28,8 @@ EDGE_RECORDS = [
     _event(0, "step/zero", 1.0),  # proto3 omits step 0: protobuf's path
     _event(6, "no/wall", 1.0, wall_time=0.0),
     _event(7, "meta", 1.0, metadata=protos.SummaryMetadata(display_name="d")),
-    protos.Event(step=8, wall_time=1.0, summary=protos.Summary(value=[Value(tag="a", simple_value=1.0),
-                                                                       Value(tag="b", simple_value=2.0)])).SerializeToString(),
+    protos.Event(step=8, wall_time=1.0, summary=protos.Summary(
+        value=[Value(tag="a", simple_value=1.0), Value(tag="b", simple_value=2.0)])).SerializeToString(),
     protos.Event(step=9, wall_time=1.0, file_version="brain.Event:2").SerializeToString(),
     _event(10, "ünïcode/tag", 3.0),
     _event(11, "loss", 0.25),

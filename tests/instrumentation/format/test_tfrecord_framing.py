@@ -108,3 +108,17 @@ def test_reader_handles_records_larger_than_its_chunk(tmp_path, chunk_bytes):
     path.write_bytes(frame_records([big, big]))
     reader = EventFileReader(path, chunk_bytes=chunk_bytes)
     assert [event.file_version for event in reader.read()] == ["x" * 5000] * 2
+
+
+def test_max_records_reads_are_sized_to_the_records_and_still_take_a_large_one(tmp_path):
+    small = [protos.Event(step=step, wall_time=1.0, file_version="v").SerializeToString() for step in range(1, 301)]
+    large = protos.Event(step=1000, wall_time=1.0, file_version="x" * 300_000).SerializeToString()
+    payloads = small[:150] + [large] + small[150:]
+    path = tmp_path / "events.out.tfevents.sized"
+    path.write_bytes(frame_records(payloads))
+    reader = EventFileReader(path)
+    steps = []
+    while events := reader.read(max_records=7):
+        assert len(events) <= 7
+        steps += [event.step for event in events]
+    assert steps == [protos.Event.FromString(p).step for p in payloads] and reader.offset == path.stat().st_size
