@@ -12,6 +12,7 @@ from board.context import board_context
 from board.data.system import GPU_CHARTS, gpus, series, system_runs
 from board.data.store import UnknownSeries
 from board.data.views import X_AXES
+from instrumentation.format.tags import SYSTEM
 from instrumentation.format.tags import CPU_PERCENT, RSS_BYTES, SYSTEM, gpu_tag, system_tag
 
 dash.register_page(__name__, path="/system", name="System", order=6, title="flowscope · system")
@@ -32,7 +33,7 @@ def layout(**_query: str) -> html.Div:
             dcc.RadioItems(id="system-x-axis", options=[{"label": a, "value": a} for a in X_AXES], value="step", inline=True),
         ]),
         html.Div(id="system-charts", className="fs-grid2", children=_charts(runs[0], "step")),
-        dcc.Store(id="system-version", data=_version(runs[0])),
+        dcc.Store(id="system-version", data=_version(runs[0], "step")),
         dcc.Interval(id="system-poll", interval=context.config.browser_poll_ms),
     ])
 
@@ -53,14 +54,15 @@ def _charts(run: str, x_axis: str) -> list[Any]:
     return charts
 
 
-def _version(run: str) -> list:
-    """(tag, revision, length) of the run's `sys/` series: the charts are rebuilt only when this changes."""
+def _version(run: str, x_axis: str) -> list:
+    """What the charts show: the run, the x axis and (tag, revision, length) of the run's `sys/` series. The charts
+    are rebuilt only when this changes, whichever input fired (a poll tick and a click may arrive as one call)."""
     store = board_context().store
     try:
         tags = [t for t in store.scalar_tags(run) if t.startswith(SYSTEM)]
     except UnknownSeries:
-        return []
-    return [[tag, *store.scalar_version(run, tag)] for tag in tags]
+        return [run, x_axis]
+    return [run, x_axis, *([tag, *store.scalar_version(run, tag)] for tag in tags)]
 
 
 def register_callbacks(app: Dash) -> None:
@@ -68,7 +70,7 @@ def register_callbacks(app: Dash) -> None:
                   Input("system-x-axis", "value"), Input("system-poll", "n_intervals"), State("system-version", "data"),
                   prevent_initial_call=True)
     def _update(run: str, x_axis: str, _ticks: int, shown: list | None):
-        version = _version(run)
-        if dash.ctx.triggered_id == "system-poll" and version == shown:
+        version = _version(run, x_axis)
+        if version == shown:
             return no_update, no_update  # nothing new: keep the charts (and the user's zoom) as they are
         return _charts(run, x_axis), version
