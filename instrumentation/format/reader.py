@@ -5,6 +5,7 @@ import os
 from collections.abc import Iterator
 
 from instrumentation.format.column_batch import ScalarBatch, ScalarBatchBuilder
+from instrumentation.format.confined import open_regular
 from instrumentation.format.decode import RecordDecoder
 from instrumentation.format.gcpause import gc_paused
 from instrumentation.format.records import RecordScan, SkippedBytes, scan_records
@@ -97,7 +98,7 @@ class EventFileReader:
     def _scan(self, max_records: int | None) -> Iterator[RecordScan]:
         """The records from `offset` on, chunk by chunk, advancing `offset` past each chunk's records."""
         consumed = 0
-        with open(self.path, "rb") as file:
+        with open_regular(self.path) as file:  # a FIFO or device in its place is refused, never blocks
             chunk_bytes = self._chunk_bytes
             buffer, scan = b"", None
             while max_records is None or consumed < max_records:

@@ -9,6 +9,7 @@ from typing import BinaryIO
 import numpy as np
 from google_crc32c import value as crc32c
 
+from instrumentation.format.confined import open_regular
 from instrumentation.format.record_headers import (FOOTER_BYTES, HEADER_BYTES, MAX_RECORD_BYTES, header_problem,
                                                    intact_headers, masked_crc32c, masked_crc32c_array, u32_at)
 
@@ -169,7 +170,7 @@ def _walk(scan: RecordScan, buffer: bytes, heads: np.ndarray, nexts: np.ndarray,
 
 def iter_records(path: str, chunk_bytes: int = 1 << 24) -> Iterator[bytes]:
     """Every intact record payload of a file, read in chunks (corrupt records are skipped)."""
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         pending = b""
         while chunk := file.read(chunk_bytes):
             buffer = pending + chunk if pending else chunk

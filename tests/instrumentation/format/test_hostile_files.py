@@ -182,3 +182,28 @@ def test_intact_headers_agree_with_a_crc_at_every_offset():
     part, _ = intact_headers(np.frombuffer(data, np.uint8), 5_000, 9_000)
     assert part.tolist() == [p for p in expected if 5_000 <= p < 9_000]
     assert intact_headers(np.zeros(1 << 16, np.uint8))[0].size == 0
+
+
+def test_a_fifo_in_place_of_an_event_file_is_refused_without_blocking(tmp_path):
+    """An event file swapped for a FIFO after discovery: opening it plainly would block the reading thread for good."""
+    import threading
+
+    from instrumentation.format.confined import RefusedFile
+
+    path = tmp_path / "events.out.tfevents.1.host.1.0"
+    os.mkfifo(path)
+    outcomes: list[BaseException | None] = []
+
+    def read_both() -> None:
+        for read in (lambda: EventFileReader(path).read_columns(), lambda: list(iter_records(str(path)))):
+            try:
+                read()
+                outcomes.append(None)
+            except BaseException as error:  # noqa: BLE001 - collected for the asserts below
+                outcomes.append(error)
+
+    reader = threading.Thread(target=read_both, daemon=True)
+    reader.start()
+    reader.join(120)  # NOTE: not a speed limit: only so that a regression fails instead of hanging the suite
+    assert not reader.is_alive(), "opening a FIFO named like an event file blocked"
+    assert len(outcomes) == 2 and all(isinstance(error, RefusedFile) and "FIFO" in str(error) for error in outcomes)
