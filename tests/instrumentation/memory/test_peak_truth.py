@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-import engine
 from engine import hooks
-from instrumentation import SummaryWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, list_snapshots, read_snapshot
-from instrumentation.memory import MemoryTracker
 from scalars_helpers import read_scalars
-from training_loops import train
+from training_loops import SPIKE_BYTES, train_with_late_spike
 
-SPIKE_BYTES = 1 << 20
 HELD_BYTES = 3 << 16  # a tensor only the first of two runs holds while it trains
 
 
@@ -27,27 +21,6 @@ def _highest_step_peak(run_dir: str) -> tuple[int, float]:
     peaks = read_scalars(run_dir)["mem/cpu/peak_bytes"]
     step = max(peaks, key=lambda s: (peaks[s], -s))
     return step, peaks[step]
-
-
-def train_with_late_spike(run_dir: Path, steps: int, spike_at: int, held_bytes: int = 0) -> int:
-    """Train with a tracker on its defaults (30 s between peak snapshots) and hold SPIKE_BYTES for a moment after
-    step ``spike_at`` (and ``held_bytes`` all along); returns the step the spike was allocated in (the engine's step
-    counter then)."""
-    spiked: list[int] = []
-
-    def on_step(step: int) -> None:
-        if step == spike_at:
-            spiked.append(hooks.current_step())
-            spike = engine.tensor(np.ones(SPIKE_BYTES // 4, np.float32))
-            del spike
-
-    with SummaryWriter(run_dir) as writer:
-        tracker = MemoryTracker(writer, stacks=False, leak=None, host_rss=False)
-        held = engine.tensor(np.ones(held_bytes // 4, np.float32)) if held_bytes else None
-        train(steps, on_step=on_step)
-        tracker.close()
-        del held
-    return spiked[0]
 
 
 def test_a_second_run_in_the_process_never_gets_the_first_runs_capture(tmp_path: Path) -> None:
