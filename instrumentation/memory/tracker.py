@@ -73,8 +73,9 @@ class MemoryTracker:
     batches. ``stacks=True`` adds a site recorder to the allocator (each new buffer's user
     frames, see ``stacks.StackRecorder``) and ``history`` a ring of its last alloc/free records (saved in snapshots);
     ``stacks=False`` has neither. ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings
-    of the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: a "peak" snapshot is
-    written when the all-time peak exceeds the last one written by ``peak_growth`` and that was long enough ago.
+    of the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: every new all-time peak is
+    captured; the highest waits and is written as a "peak" snapshot when it exceeds the last one written by
+    ``peak_growth`` and that was long enough ago, and by ``close()`` in any case (the last one is the highest).
     ``host_rss``: follow the process RSS, read when a batch is processed and ``host_every_steps`` steps or
     ``host_every_s`` seconds passed since the last read (the leak test's warm-up and window then count reads, not
     steps; a read and its event cost ~60 µs in a training loop). ``batch_steps`` /
