@@ -61,6 +61,7 @@ module_stack: list[str] = [""]
 phase: str = "forward"
 _step: int = 0
 _step_open: bool = False
+step_resets: int = 0  # reset_step calls so far
 _step_start_ns: int = 0
 
 
@@ -340,6 +341,8 @@ def report_data_wait(wait_ns: int) -> None:
 
 
 def reset_step(step: int = 0) -> None:
-    """Restart step counting (a new training run in the same process)."""
-    global _step, _step_open
+    """Restart step counting (a new training run in the same process); ``step_resets`` counts the restarts, so
+    what is remembered per step number can tell one run's step 15 from the next run's."""
+    global _step, _step_open, step_resets
     _step, _step_open = int(step), False
+    step_resets += 1

@@ -101,7 +101,7 @@ class _DeviceState:
         self.capture_bytes: int | None = None  # arm_peak_capture: copy the live buffers at a peak >= this
         self.captured: tuple[int, int, dict[int, list]] | None = None  # (step, bytes, copy of _buffers)
         self.ended: tuple | None = None  # (step, allocated, peak, at peak, now) of the last end_step_peak(step=…)
-        self.taken: tuple | None = None  # (step, capture) of the last take_peak_capture(step=…)
+        self.taken: tuple | None = None  # (step, hooks.step_resets, capture) of the last take_peak_capture(step=…)
 
 
 _devices: dict[str, _DeviceState] = {"cpu": _DeviceState()}
@@ -413,14 +413,15 @@ def arm_peak_capture(device: str, min_bytes: int | None) -> None:
 
 def take_peak_capture(device: str = "cpu", step: int | None = None) -> PeakCapture | None:
     """The capture armed by ``arm_peak_capture`` (None if no qualifying peak happened); clears it. With ``step`` (the
-    step that ended), later calls for the same step get the same answer (several readers of one step boundary)."""
+    step that ended), later calls for the same step get the same answer (several readers of one step boundary); a
+    step number counted again after ``hooks.reset_step`` is a new step."""
     state = _state(device)
     taken = state.taken
-    if step is not None and taken is not None and taken[0] == step:
-        return taken[1]
+    if step is not None and taken is not None and taken[0] == step and taken[1] == _hooks.step_resets:
+        return taken[2]
     capture = _take_capture(state, device)
     if step is not None:
-        state.taken = (step, capture)
+        state.taken = (step, _hooks.step_resets, capture)
     return capture
 
 

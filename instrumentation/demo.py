@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -49,6 +50,9 @@ def build_model(kind: str) -> nn.Module:
 
 def train_one(kind: str, logdir: str, epochs: int, seed: int, verbose: bool) -> float:
     """Train one demo model into ``logdir/<timestamp>-digits-<kind>``; returns its test accuracy."""
+    # NOTE: the previous run's model and gradients live in reference cycles: free them before the steps restart,
+    # else this run's snapshots list them as live blocks stamped with the previous run's step numbers
+    gc.collect()
     engine.manual_seed(seed)
     engine.hooks.reset_step()  # each demo run counts its steps from 0
     (x_train, y_train), (x_test, y_test) = engine.datasets.load_digits(seed=seed)

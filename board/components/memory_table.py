@@ -3,15 +3,14 @@ from __future__ import annotations
 
 from dash import html
 
-from board.components.runs_table import human_bytes
-
 from instrumentation.format.memory_snapshot import MemorySnapshot
+from instrumentation.format.units import format_bytes
 
 MAX_ROWS = 300
 
 
 def _bytes(count: float | None) -> str:
-    return "—" if count is None else human_bytes(int(count))
+    return "—" if count is None else format_bytes(count)
 
 
 def allocator_summary(snapshot: MemorySnapshot) -> html.Div:
@@ -27,15 +26,25 @@ def allocator_summary(snapshot: MemorySnapshot) -> html.Div:
 
 
 def live_tensors_table(snapshot: MemorySnapshot) -> html.Div:
-    rows = [html.Tr([html.Td(_bytes(b.bytes)), html.Td(str(list(b.shape))), html.Td(b.dtype), html.Td(b.category),
-                     html.Td(b.op), html.Td(b.module), html.Td(str(b.step)),
-                     html.Td(html.Code(" ← ".join(b.stack)) if b.stack else "")])
-            for b in snapshot.blocks[:MAX_ROWS]]
+    """The blocks, largest first; the allocation-stack column only when the snapshot recorded stacks (else a note
+    says how to record them)."""
+    stacks = any(b.stack for b in snapshot.blocks)
+    headers = ["size", "shape", "dtype", "category", "op", "module", "allocated at step"]
+    if stacks:
+        headers.append("allocation stack (innermost first)")
+    rows = []
+    for b in snapshot.blocks[:MAX_ROWS]:
+        cells = [html.Td(_bytes(b.bytes)), html.Td(str(list(b.shape))), html.Td(b.dtype), html.Td(b.category),
+                 html.Td(b.op), html.Td(b.module), html.Td(str(b.step))]
+        if stacks:
+            cells.append(html.Td(html.Code(" ← ".join(b.stack)) if b.stack else ""))
+        rows.append(html.Tr(cells))
     more = len(snapshot.blocks) - MAX_ROWS
     return html.Div([
         html.Table(className="fs-table", id="memory-blocks", children=[
-            html.Thead(html.Tr([html.Th(h) for h in ("size", "shape", "dtype", "category", "op", "module", "step",
-                                                      "allocation stack (innermost first)")])),
-            html.Tbody(rows)]),
+            html.Thead(html.Tr([html.Th(h) for h in headers])), html.Tbody(rows)]),
         html.Div(f"… {more} smaller blocks not shown", className="fs-note") if more > 0 else html.Div(),
+        html.Div() if stacks else html.Div(
+            "no allocation stacks in this snapshot: record them with MemoryTracker(writer, stacks=True) or "
+            "watch(..., memory_stacks=True)", className="fs-note", id="memory-no-stacks"),
     ])

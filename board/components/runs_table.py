@@ -8,17 +8,9 @@ from dash import html
 from board.components.colors import run_color
 from board.data.reader import is_event_file
 from board.data.run import RunSummary
+from instrumentation.format.units import format_bytes
 
 COLUMNS = ("run", "last step", "last update", "scalar tags", "histogram tags", "points", "size", "files", "status")
-
-
-def human_bytes(size: int) -> str:
-    amount = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if amount < 1024 or unit == "GiB":
-            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
-        amount /= 1024
-    raise AssertionError("unreachable")
 
 
 def human_age(wall_time: float | None, now: float | None = None) -> str:
@@ -78,7 +70,7 @@ def runs_table(summaries: list[RunSummary], now: float | None = None) -> html.Ta
             html.Td(str(summary.scalar_tags)),
             html.Td(str(summary.histogram_tags)),
             html.Td(f"{summary.points:,}"),
-            html.Td(human_bytes(summary.size_bytes)),
+            html.Td(format_bytes(summary.size_bytes)),
             html.Td(str(summary.files)),
             html.Td(_status(summary), style={"whiteSpace": "normal"}),
         ], id={"type": "runs-row", "run": summary.name}, style={"whiteSpace": "nowrap"}))  # only the status wraps

@@ -14,7 +14,7 @@ from instrumentation.format import tags as tag_names
 from instrumentation.format.alert_names import MEMORY_KINDS
 from instrumentation.format.alerts import ALERTS_RELPATH, Alert, AlertReader
 from instrumentation.format.memory_categories import CATEGORIES
-from instrumentation.format.memory_snapshot import (MemorySnapshot, SnapshotFile, SnapshotHeader, list_snapshots,
+from instrumentation.format.memory_snapshot import (PEAK, MemorySnapshot, SnapshotFile, SnapshotHeader, list_snapshots,
                                                     read_snapshot, read_snapshot_header)
 
 
@@ -102,6 +102,18 @@ def snapshot_headers(store: LogdirStore, run: str) -> list[tuple[SnapshotFile, S
                     _headers.clear()
                 _headers[key] = header
         found.append((snapshot, header))
+    return found
+
+
+def highest_peaks(headers: list[SnapshotHeader | None]) -> dict[str, SnapshotHeader]:
+    """device → its "peak" snapshot of most allocated bytes (the latest of equal ones): the tracker writes a new one
+    each time the peak grows, so earlier ones are the state at lower peaks."""
+    found: dict[str, SnapshotHeader] = {}
+    for header in headers:
+        if header is not None and header.reason == PEAK:
+            known = found.get(header.device)
+            if known is None or header.allocated_bytes >= known.allocated_bytes:
+                found[header.device] = header
     return found
 
 

@@ -10,12 +10,12 @@ from dash import MATCH, Dash, Input, Output, State, dcc, html, no_update
 from board.components.empty_state import empty_state
 from board.components.memory_figures import leak_evidence_figure, timeline_figure, treemap_figure
 from board.components.memory_table import allocator_summary, live_tensors_table
-from board.components.runs_table import human_bytes
 from board.context import board_context
-from board.data.memory import (SnapshotCache, devices, memory_alerts, memory_runs, module_treemap, snapshot_headers,
-                               timeline)
+from board.data.memory import (SnapshotCache, devices, highest_peaks, memory_alerts, memory_runs, module_treemap,
+                               snapshot_headers, timeline)
 from instrumentation.format import alert_names as names
 from instrumentation.format.alerts import Alert
+from instrumentation.format.units import format_bytes
 
 dash.register_page(__name__, path="/memory", name="Memory", order=5, title="flowscope · memory")
 
@@ -74,7 +74,7 @@ def _alerts_section(run: str, alerts: list[Alert]) -> html.Div:
 
 def _leak_group(g: dict[str, Any]) -> str:
     """One leak group of an alert's evidence, as a line."""
-    return (f"{g[names.BYTES_PER_STEP]:,.1f} B/step · {g[names.COUNT_PER_STEP]:.3g} × {g[names.CATEGORY]} "
+    return (f"{format_bytes(g[names.BYTES_PER_STEP])}/step · {g[names.COUNT_PER_STEP]:.3g} × {g[names.CATEGORY]} "
             f"{g[names.SHAPE]} {g[names.DTYPE]} · op {g[names.OP]} · module {g[names.MODULE] or '-'} · "
             f"{g[names.SITE]}")
 
@@ -82,10 +82,13 @@ def _leak_group(g: dict[str, Any]) -> str:
 def _snapshot_section(run: str, capture_id: str | None) -> html.Div:
     store = board_context().store
     files = snapshot_headers(store, run)
+    highest = highest_peaks([header for _, header in files])
     listing = html.Ul(id="memory-snapshots", children=[
         html.Li([dcc.Link(f.capture_id, href=href(run, f.capture_id), className="memory-snapshot-link"),
-                 html.Span("" if header is None else f" · {header.reason} · step {header.step} · {header.device} "
-                           f"{human_bytes(header.allocated_bytes)} allocated", className="fs-note")])
+                 html.Span("" if header is None else f" · {header.reason}"
+                           f"{' (highest)' if header is highest.get(header.device) else ''} · step {header.step} · "
+                           f"{header.device} {format_bytes(header.allocated_bytes)} allocated", className="fs-note")],
+                id={"type": "memory-snapshot-item", "index": f.capture_id})
         for f, header in files])
     children: list[Any] = [html.Summary(f"snapshots ({len(files)})"), listing]
     if capture_id:

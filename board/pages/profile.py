@@ -6,13 +6,13 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from board.components.profile_figures import breakdown_figure, timeline_figure
 from board.components.profile_table import COLUMNS, op_rows, ops_table
-from board.components.runs_table import human_bytes
 from board.context import board_context
 from board.data.discovery import discover_runs
 from board.data.profile import StepBreakdown, Timeline, step_breakdown, step_timeline, top_ops
 from board.data.profile_captures import Capture, CaptureRequestsDisabled, TraceCache, find_captures, request_capture
 from instrumentation.format import trace as fmt
 from instrumentation.format.trace_columns import TraceColumns
+from instrumentation.format.units import format_bytes
 
 dash.register_page(__name__, path="/profile", name="Profile", order=5, title="flowscope · profile")
 
@@ -106,7 +106,7 @@ def register_callbacks(app: Dash) -> None:
             chosen = int(click["points"][0]["x"])
             return no_update, no_update, no_update, chosen if chosen in steps else step
         summary = (f"{capture.source} trace · {len(columns.ops):,} ops · {len(steps)} steps · "
-                   f"{human_bytes(capture.size_bytes)} · {capture.path.name}")
+                   f"{format_bytes(capture.size_bytes)} · {capture.path.name}")
         first = steps[len(steps) // 2] if steps else (int(columns.ops.step.max()) if len(columns.ops) else None)
         return (breakdown_figure(breakdown, f"step time · {capture.label}"), summary,
                 [{"label": str(s), "value": s} for s in steps], first)

@@ -17,7 +17,8 @@ from instrumentation.format.alert_names import LEAK, OOM
 
 SNAPSHOT_RELDIR = os.path.join("plugins", "memory")
 SNAPSHOT_SUFFIX = ".snapshot.json.gz"
-REASONS = ("manual", "peak", OOM, LEAK)  # the last two: the snapshot written with that alert
+MANUAL, PEAK = "manual", "peak"
+REASONS = (MANUAL, PEAK, OOM, LEAK)  # the last two: the snapshot written with that alert
 _CAPTURE_ID = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}(_\d+)?$")
 
 

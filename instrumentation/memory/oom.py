@@ -4,10 +4,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from engine import memory
 from instrumentation.format import alert_names as names
 from instrumentation.format.alerts import Alert
 from instrumentation.format.memory_snapshot import MemorySnapshot, Requested
+from instrumentation.format.units import format_bytes
 from instrumentation.memory.leak import site_of
 
 TOP_SITES = 5
@@ -26,12 +26,12 @@ def oom_alert(event: Any, snapshot: MemorySnapshot, capture_id: str | None) -> A
     top = sorted(by_site.items(), key=lambda item: -item[1][0])[:TOP_SITES]
     allocator = snapshot.allocator
     message = (f"out of memory on {event.device} at step {event.step}: {where} ({event.phase}) requested "
-               f"{memory.format_bytes(event.requested_bytes)} with {memory.format_bytes(event.allocated_bytes)} in use "
+               f"{format_bytes(event.requested_bytes)} with {format_bytes(event.allocated_bytes)} in use "
                + ("and no limit set (the system refused it)" if event.limit_bytes is None else
-                  f"and a limit of {memory.format_bytes(event.limit_bytes)}"))
+                  f"and a limit of {format_bytes(event.limit_bytes)}"))
     if top:
         (site, category), (nbytes, _) = top[0]
-        message += f"; the most memory in use was allocated at {site} ({category}, {memory.format_bytes(nbytes)})"
+        message += f"; the most memory in use was allocated at {site} ({category}, {format_bytes(nbytes)})"
     return Alert(kind=names.OOM, severity="error", subject=f"{event.op or 'allocation'}@{event.module or 'top level'}",
                  message=message, step=event.step, evidence={
                      "device": event.device, names.SNAPSHOT: capture_id, "requested_bytes": event.requested_bytes,

@@ -14,6 +14,7 @@ from instrumentation.format import alert_names as names
 from instrumentation.format import tags as tag_names
 from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
+from instrumentation.format.units import format_bytes
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.host import HostMemoryWatch
 from instrumentation.memory.leak import BYTES, DEVICE, MODULE, LeakSettings, TrendWindow, attribute, likely_cause
@@ -72,8 +73,9 @@ class MemoryTracker:
     batches. ``stacks=True`` adds a site recorder to the allocator (each new buffer's user
     frames, see ``stacks.StackRecorder``) and ``history`` a ring of its last alloc/free records (saved in snapshots);
     ``stacks=False`` has neither. ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings
-    of the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: a "peak" snapshot is
-    written when the all-time peak exceeds the last one written by ``peak_growth`` and that was long enough ago.
+    of the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: every new all-time peak is
+    captured; the highest waits and is written as a "peak" snapshot when it exceeds the last one written by
+    ``peak_growth`` and that was long enough ago, and by ``close()`` in any case (the last one is the highest).
     ``host_rss``: follow the process RSS, read when a batch is processed and ``host_every_steps`` steps or
     ``host_every_s`` seconds passed since the last read (the leak test's warm-up and window then count reads, not
     steps; a read and its event cost ~60 µs in a training loop). ``batch_steps`` /
@@ -185,13 +187,10 @@ class MemoryTracker:
         if self.peak_snapshots and records:
             last_step = records[-1][0]
             for device, tally in self._tallies.items():
-                if tally.armed is not None:  # a capture was asked for (or may have been taken: False)
-                    self._take_peak(device, tally, last_step)
-                    if tally.pending_peak is not None:
-                        self._write_peak(device, tally)
-                if tally.armed is False or (tally.armed is None and
-                                            time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s):
-                    self._arm_peak(device, tally)
+                self._take_peak(device, tally, last_step)
+                if self._peak_due(tally):
+                    self._write_peak(device, tally)
+                self._arm_peak(device, tally)
         if self._host is not None and records:
             self._observe_host(records[-1][0])
 
@@ -290,7 +289,7 @@ class MemoryTracker:
         for device, tally in self._tallies.items():
             memory.arm_peak_capture(device, None)
             self._take_peak(device, tally)
-            if tally.pending_peak is not None:
+            if tally.pending_peak is not None:  # the highest peak is written whatever the interval or growth
                 self._write_peak(device, tally)
         if self._host is not None:
             self._host.close()
@@ -326,16 +325,31 @@ class MemoryTracker:
                 gc.enable()
 
     def _take_peak(self, device: str, tally: _Tally, step: int | None = None) -> None:
+        """Keep the allocator's capture as the pending peak when it is higher than the pending one and the last
+        written one (a capture the rate limit held back is replaced by a higher one, never dropped for it)."""
+        if tally.armed is None:
+            return
         capture = memory.take_peak_capture(device, step)
-        if capture is not None:
-            tally.armed = False  # the allocator moved its capture size past this peak
-            if self.peak_snapshots:
-                tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks, self._stacks))
+        if capture is None:
+            return
+        tally.armed = False  # the allocator moved its capture size past this peak
+        pending = tally.pending_peak
+        if capture.bytes > tally.written_peak and (pending is None or capture.bytes > pending[1]):
+            tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks, self._stacks))
+
+    def _peak_due(self, tally: _Tally) -> bool:
+        """A pending peak is written when ``peak_snapshot_interval_s`` passed since the last one and it exceeds
+        that one by ``peak_growth`` (``close()`` writes it regardless)."""
+        pending = tally.pending_peak
+        return (pending is not None and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s
+                and pending[1] >= tally.written_peak * (1 + self.peak_growth))
 
     def _arm_peak(self, device: str, tally: _Tally) -> None:
-        """Ask the allocator to keep the live buffers at the next peak a "peak" snapshot is due for."""
-        due = self.peak_snapshots and time.monotonic() - tally.written_at >= self.peak_snapshot_interval_s
-        least = max(tally.record_peak + 1, -int(-tally.written_peak * (1 + self.peak_growth) // 1)) if due else None
+        """Ask the allocator to keep the live buffers at the next peak above every one seen so far: each new
+        all-time peak is captured (one copy of the live-buffer table per new high, none per step otherwise), so
+        the last "peak" snapshot is the state at the highest peak whatever the rate limit held back."""
+        least = max(tally.record_peak, tally.pending_peak[1] if tally.pending_peak else 0) + 1 \
+            if self.peak_snapshots else None
         if least != tally.armed or tally.armed is False:
             memory.arm_peak_capture(device, least)
             tally.armed = least
@@ -362,14 +376,14 @@ class MemoryTracker:
                                           history=self._history_now(), origin_ns=self._origin_ns,
                                           names=parameter_names(self.model), peak_bytes=self._peak(device),
                                           extra={"groups": evidence_groups}))
-        message = f"live memory on {device} grows {memory.format_bytes(found.slope)}/step over steps {found.steps[0]}–{found.steps[-1]}"
+        message = f"live memory on {device} grows {format_bytes(found.slope)}/step over steps {found.steps[0]}–{found.steps[-1]}"
         subject = device
         if groups:
             top = groups[0]
             subject = top.site
             message += (f": {top.count_per_step:.3g} {top.category} block(s) of shape {list(top.shape)} {top.dtype} per step "
                         f"(op {top.op or '-'}, module {top.module or '-'}) allocated at {top.site}, "
-                        f"{memory.format_bytes(top.bytes_per_step)}/step")
+                        f"{format_bytes(top.bytes_per_step)}/step")
         self.alerts.write(Alert(kind=names.LEAK, severity="warning", subject=subject,
                                 message=f"{message}. Likely cause: {cause}", step=step,
                                 evidence={"device": device, names.BYTES_PER_STEP: found.slope,
@@ -388,7 +402,7 @@ class MemoryTracker:
         where = f"; fastest-growing Python allocation site: {lines[0]['site']}" if lines else (
             "; switch on host_attribution=True to attribute it (tracemalloc)")
         self.alerts.write(Alert(kind=names.LEAK, severity="warning", subject="host RSS", step=step,
-                                message=f"process RSS grows {memory.format_bytes(found.slope)}/step over steps "
+                                message=f"process RSS grows {format_bytes(found.slope)}/step over steps "
                                         f"{found.steps[0]}–{found.steps[-1]}, outside the engine's tensors{where}",
                                 evidence={"device": tag_names.HOST_DEVICE, names.BYTES_PER_STEP: found.slope,
                                           names.STEPS: list(found.steps), names.RSS_BYTES: list(found.values),

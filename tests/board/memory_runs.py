@@ -1,6 +1,7 @@
 """Planted runs for the Memory and System pages: a leak, an OOM and a healthy run, each with system samples."""
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import engine  # noqa: E402
 from engine import hooks, memory  # noqa: E402
 from fake_pynvml import fake_pynvml  # noqa: E402
 from instrumentation import MemoryTracker, SummaryWriter, SystemSampler  # noqa: E402
-from training_loops import train  # noqa: E402
+from training_loops import train, train_with_late_spike  # noqa: E402
 
 OOM_LIMIT_BYTES = 40_000
 
@@ -36,3 +37,15 @@ def write_memory_runs(logdir: Path) -> None:
                 sampler.close()
                 tracker.close()
     hooks.reset_step(0)
+
+
+def write_late_peak_runs(logdir: Path) -> dict[str, int]:
+    """`late` (no stacks) and `late-stacks`: 40 steps whose highest peak is a 1 MiB spike after step 30, inside the
+    tracker's default 30 s between peak snapshots; run → the step the spike was allocated in."""
+    spikes = {}
+    gc.collect()  # tensors of earlier tests held in reference cycles: not live blocks of these runs
+    for name, stacks in (("late", False), ("late-stacks", True)):
+        hooks.reset_step(0)
+        spikes[name] = train_with_late_spike(logdir / name, 40, spike_at=30, stacks=stacks)
+    hooks.reset_step(0)
+    return spikes

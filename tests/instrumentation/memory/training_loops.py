@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 
 import engine
-from engine import memory, nn
+from engine import hooks, memory, nn
 from engine.nn import functional as F
+from instrumentation import SummaryWriter
+from instrumentation.memory import MemoryTracker
 
 BATCH, FEATURES, HIDDEN, CLASSES = 32, 64, 48, 10
 SOURCE = Path(__file__)
@@ -100,3 +102,27 @@ def oracle_bytes_per_step(allocated: list[int], warmup: int = 10) -> float:
     """Growth per step of the engine's own allocated bytes after the warm-up (end-to-end, not robust: planted
     leaks are exact)."""
     return (allocated[-1] - allocated[warmup]) / (len(allocated) - 1 - warmup)
+
+
+SPIKE_BYTES = 1 << 20  # train_with_late_spike's spike: far above the MLP's own step peaks
+
+
+def train_with_late_spike(run_dir: Path, steps: int, spike_at: int, held_bytes: int = 0, stacks: bool = False) -> int:
+    """Train with a tracker on its defaults (30 s between peak snapshots; ``stacks``) and hold SPIKE_BYTES for a
+    moment after step ``spike_at`` (and ``held_bytes`` all along); returns the step the spike was allocated in (the
+    engine's step counter then)."""
+    spiked: list[int] = []
+
+    def on_step(step: int) -> None:
+        if step == spike_at:
+            spiked.append(hooks.current_step())
+            spike = engine.tensor(np.ones(SPIKE_BYTES // 4, np.float32))
+            del spike
+
+    with SummaryWriter(run_dir) as writer:
+        tracker = MemoryTracker(writer, stacks=stacks, leak=None, host_rss=False)
+        held = engine.tensor(np.ones(held_bytes // 4, np.float32)) if held_bytes else None
+        train(steps, on_step=on_step)
+        tracker.close()
+        del held
+    return spiked[0]
