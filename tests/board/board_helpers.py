@@ -61,3 +61,9 @@ def client_for(logdir: Path, token: str | None = None) -> FlaskClient:
     app = create_app(BoardConfig(logdir=logdir, token=token, no_cache=True))
     app.server.extensions["flowscope"].store.refresh()
     return app.server.test_client()
+
+
+def assert_refused(client: FlaskClient, url: str, status: int, message: str) -> None:
+    """`url` answers `status` with an error body whose message contains `message`."""
+    response = client.get(url)
+    assert response.status_code == status and message in response.get_json()["error"]

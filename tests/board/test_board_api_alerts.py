@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
-from board_helpers import REPO, client_for
+from board_helpers import REPO, assert_refused, client_for
 from instrumentation import SummaryWriter
 from instrumentation.format.alerts import Alert, AlertWriter
 
@@ -90,8 +90,7 @@ def test_new_alerts_appear_on_the_next_call(client: FlaskClient, alert_logdir: P
     ("run=a&run=../etc", 404, "unknown run '../etc'"),
 ])
 def test_bad_filters_are_refused(client: FlaskClient, query: str, status: int, message: str) -> None:
-    response = client.get(f"/api/alerts?{query}")
-    assert response.status_code == status and message in response.get_json()["error"]
+    assert_refused(client, f"/api/alerts?{query}", status, message)
 
 
 def test_the_documented_ci_check_fails_a_job_on_alerts(alert_logdir: Path, serve_board) -> None:
