@@ -34,3 +34,13 @@ def test_nothing_to_show_gets_one_zero_tick_and_an_axis_in_arrays() -> None:
     assert byte_ticks(0) == byte_ticks(float("nan")) == ([0.0], ["0 B"])
     axis = bytes_axis(3 * 1024 ** 2)
     assert axis["tickmode"] == "array" and axis["ticktext"][-1] == "3 MiB" and "exponentformat" not in axis
+
+
+@pytest.mark.parametrize("count", [0, 1, 1023, 1024, 1536, 704_460, 2_299_040, 10 << 20, 3 * 1024 ** 3, -2048,
+                                   1024 ** 4 - 1])
+def test_the_engine_s_own_formatter_agrees_below_a_tebibyte(count: int) -> None:
+    """The engine may not import instrumentation, so its OOM text has its own copy of the formatter; the copies
+    must read alike (the engine's stops at GiB)."""
+    from engine.memory import format_bytes as engine_format_bytes
+
+    assert engine_format_bytes(count) == format_bytes(count)
