@@ -17,7 +17,8 @@ def watch(model: Any, writer: Any, *, every: int = 1, histograms_every: int = 10
     """Observe ``model`` (an ``engine.nn.Module``) while it trains and write to ``writer`` (a ``SummaryWriter``).
 
     Every ``every`` steps: ``grad_norm/<param>``, ``update_ratio/<param>`` (‖Δw‖/‖w‖ of the update the optimizer
-    applied), ``act/<layer>/<stat>``, ``perf/*`` and the learning rate; every ``histograms_every`` steps (0: never)
+    applied), ``act/<layer>/<stat>``, ``perf/*``, the learning rate and, where not zero, the NaN/Inf counts
+    ``nonfinite/<param>/<stat>``; every ``histograms_every`` steps (0: never)
     ``weight/<param>`` and ``grad/<param>`` histograms. ``optimizer``: only that optimizer's steps count (default:
     any). ``check_numerics``: check every op output for NaN/Inf; the first one found is an alert, then
     ``engine.NonFiniteError`` is raised (or, with ``raise_on_nonfinite=False``, training goes on). Returns the

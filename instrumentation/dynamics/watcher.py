@@ -8,6 +8,7 @@ from engine import hooks
 from instrumentation.dynamics.activations import activation_stats, activation_tags, watched_layers
 from instrumentation.dynamics.detectors import DynamicsRules
 from instrumentation.dynamics.guard import FailureReporter
+from instrumentation.dynamics.nonfinite_counts import NonfiniteCounts
 from instrumentation.dynamics.numerics import LOG_SPAN, NumericsObserver
 from instrumentation.dynamics.parameters import ParameterTracker
 from instrumentation.dynamics.step_scalars import StepScalars
@@ -43,6 +44,7 @@ class Watch:
         self._tags_of_names: dict[tuple[str, ...], list[str]] = {}  # parameter names -> their tags, interleaved
         self._scalars = StepScalars(writer)
         self._tracker = ParameterTracker(self._named_parameters)
+        self._nonfinite = NonfiniteCounts()
         self._tracking = False
         self._open_step: int | None = None
         self._last_step: int | None = None
@@ -176,6 +178,9 @@ class Watch:
         values = [0.0] * len(tags)
         values[0::2], values[1::2] = stats.grad_norms, stats.update_ratios
         self._scalars.extend(tags, values, stats.step)
+        nonfinite_tags, counts = self._nonfinite.scalars(stats)
+        if nonfinite_tags:
+            self._scalars.extend(nonfinite_tags, counts, stats.step)
         for alert in self._rules.updates(stats.step, stats.names, stats.update_ratios, stats.grad_norms, self._ndims):
             self._report(alert)
 

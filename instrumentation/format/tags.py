@@ -3,20 +3,27 @@ from __future__ import annotations
 
 import re
 
-# Prefixes: `<prefix><param>`, `act/<layer>/<stat>`, `perf/<name>`, `mem/<device>/<stat>`, `sys/<name>`.
+# Prefixes: `<prefix><param>`, `nonfinite/<param>/<stat>`, `act/<layer>/<stat>`, `perf/<name>`, `mem/<device>/<stat>`,
+# `sys/<name>`.
 GRAD = "grad/"  # histogram of a parameter's gradient
 WEIGHT = "weight/"  # histogram of a parameter's values
 GRAD_NORM = "grad_norm/"
 UPDATE_RATIO = "update_ratio/"
+NONFINITE = "nonfinite/"  # NaN/Inf counts of a parameter and its gradient, written at the steps where one is not 0
 ACTIVATION = "act/"
 PERF = "perf/"
 MEMORY = "mem/"
 SYSTEM = "sys/"
-PREFIXES = (GRAD, WEIGHT, GRAD_NORM, UPDATE_RATIO, ACTIVATION, PERF, MEMORY, SYSTEM)
+PREFIXES = (GRAD, WEIGHT, GRAD_NORM, UPDATE_RATIO, NONFINITE, ACTIVATION, PERF, MEMORY, SYSTEM)
 
 # act/<layer>/<stat>
 MEAN_ABS, DEAD_FRACTION, SATURATED_FRACTION = "mean_abs", "dead_fraction", "saturated_fraction"
 ACTIVATION_STATS = (MEAN_ABS, DEAD_FRACTION, SATURATED_FRACTION)
+
+# nonfinite/<param>/<stat>: counts in the gradient and in the weights before the optimizer step
+GRAD_NAN_COUNT, GRAD_INF_COUNT = "grad_nan_count", "grad_inf_count"
+WEIGHT_NAN_COUNT, WEIGHT_INF_COUNT = "weight_nan_count", "weight_inf_count"
+NONFINITE_STATS = (GRAD_NAN_COUNT, GRAD_INF_COUNT, WEIGHT_NAN_COUNT, WEIGHT_INF_COUNT)
 
 # perf/<name>
 STEP_TIME_MS, DATA_TIME_MS, SAMPLES_PER_SEC = PERF + "step_time_ms", PERF + "data_time_ms", PERF + "samples_per_sec"
@@ -41,6 +48,10 @@ _GPU_TAG = re.compile(r"^" + re.escape(SYSTEM) + r"gpu(\d+)/(.+)$")
 
 def activation_tag(layer: str, stat: str) -> str:
     return f"{ACTIVATION}{layer}/{stat}"
+
+
+def nonfinite_tag(param: str, stat: str) -> str:
+    return f"{NONFINITE}{param}/{stat}"
 
 
 def memory_tag(device: str, stat: str) -> str:
