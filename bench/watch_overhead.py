@@ -25,6 +25,7 @@ import engine  # noqa: E402
 from engine import hooks, nn  # noqa: E402
 from engine.nn import functional as F  # noqa: E402
 from instrumentation import SummaryWriter, watch  # noqa: E402
+from instrumentation.dynamics.segment_stats import Segments, pack, segment_stats  # noqa: E402
 
 BATCH = 64
 FLOOR = "floor: the stats' NumPy calls only"
@@ -41,13 +42,18 @@ def models() -> dict[str, nn.Module]:
 
 class ArrayWorkFloor:
     """The array work of watch()'s per-step statistics and nothing else — no alerts, no writer, no memory tracker:
-    per parameter a copy of w, ‖g‖², ‖w‖², the subtraction giving Δw and ‖Δw‖² (BLAS dots), and per watched layer
-    output the passes watch() makes (ReLU: two matrix-vector products; Linear/Conv2d: abs and a dot). What a step
-    costs at least while these statistics are computed with NumPy calls from Python hooks."""
+    the parameter pass (g and w copied into one flat buffer before the step, Δw appended after it, one
+    ``segment_stats`` call without min/max), and per watched layer output the passes watch() makes (ReLU: two
+    matrix-vector products; Linear/Conv2d: abs and a dot). What a step costs at least while these statistics are
+    computed with NumPy calls from Python hooks."""
 
     def __init__(self, model: nn.Module) -> None:
         self.params = list(model.parameters())
-        self.copies = [np.empty_like(p.numpy()).reshape(-1) for p in self.params]
+        sizes = [p.numpy().size for p in self.params]
+        self.segments = Segments.from_sizes(sizes * 3)
+        self.buffer = np.empty(self.segments.total, np.float32)
+        self.weights_start, self.delta_start = (int(self.segments.starts[i]) for i in (len(sizes), 2 * len(sizes)))
+        self.pads = self.segments.pads(self.buffer.dtype)
         self.handles = [module.register_forward_hook(self._relu if type(module).__name__ == "ReLU" else self._affine)
                         for module in model.modules() if type(module).__name__ in ("ReLU", "Linear", "Conv2d")]
         hooks.subscribe(self)
@@ -70,17 +76,14 @@ class ArrayWorkFloor:
         np.dot(flat, self._ones(flat.size, flat.dtype))
 
     def optimizer_step_begin(self, event: Any) -> None:
-        for param, copy in zip(self.params, self.copies):
-            w = param.numpy().reshape(-1)
-            g = param.grad.numpy().reshape(-1)
-            np.copyto(copy, w)
-            np.dot(g, g)
-            np.dot(w, w)
+        arrays = [p.grad.numpy().reshape(-1) for p in self.params] + [p.numpy().reshape(-1) for p in self.params]
+        pack(arrays, self.pads[:len(arrays)], self.buffer[:self.delta_start])
 
     def optimizer_step_end(self, event: Any) -> None:
-        for param, copy in zip(self.params, self.copies):
-            np.subtract(param.numpy().reshape(-1), copy, out=copy)
-            np.dot(copy, copy)
+        n = len(self.params)
+        delta = pack([p.numpy().reshape(-1) for p in self.params], self.pads[2 * n:], self.buffer[self.delta_start:])
+        np.subtract(delta, self.buffer[self.weights_start:self.delta_start], out=delta)
+        segment_stats(self.buffer, self.segments, extremes=False)
 
     def log_loss(self, value: float) -> None:
         pass

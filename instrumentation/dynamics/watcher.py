@@ -43,7 +43,7 @@ class Watch:
                            for name, _ in self._named_parameters}
         self._tags_of_names: dict[tuple[str, ...], list[str]] = {}  # parameter names -> their tags, interleaved
         self._scalars = StepScalars(writer)
-        self._tracker = ParameterTracker(self._named_parameters)
+        self._tracker = ParameterTracker(self._named_parameters, extremes=False)  # min/max are not written
         self._nonfinite = NonfiniteCounts()
         self._tracking = False
         self._open_step: int | None = None

@@ -45,11 +45,12 @@ def test_watch_names_the_parameter_and_step_where_a_nan_gradient_starts(digits, 
     model = mlp(16)
     optimizer = engine.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     hooks.reset_step(0)
-    with SummaryWriter(tmp_path / "run") as writer, watch(model, writer, memory=False, capture_requests=False) as handle:
+    with SummaryWriter(tmp_path / "run") as writer, \
+            watch(model, writer, memory=False, capture_requests=False) as handle:
         for step in range(5):
+            batch = slice(step * 32, (step + 1) * 32)
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(engine.tensor(x[step * 32:(step + 1) * 32])), engine.tensor(y[step * 32:
-                                                                                                      (step + 1) * 32]))
+            loss = F.cross_entropy(model(engine.tensor(x[batch])), engine.tensor(y[batch]))
             loss.backward()
             if step == 2:
                 model[2].weight.grad.numpy()[1, 3] = np.nan  # one NaN in the last layer's gradient
