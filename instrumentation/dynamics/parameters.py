@@ -142,7 +142,7 @@ class ParameterTracker:
             with np.errstate(over="ignore", invalid="ignore"):  # inf - inf: a NaN update, as it should be
                 np.subtract(delta, group.before, out=delta)
             stats = segment_stats(group.buffer, group.segments, extremes=self.extremes)
-            values = _columns(stats, len(group.positions))
+            values = _columns(stats, len(group.positions), self.extremes)
             if layout.in_order:
                 columns = values
             else:
@@ -160,14 +160,19 @@ _KEYS = ("grad_sq", "weight_sq", "update_sq", "grad_min", "grad_max", "weight_mi
          "grad_inf", "weight_nan", "weight_inf")
 
 
-def _columns(stats: SegmentStats, n: int) -> dict[str, list[Any]]:
+def _columns(stats: SegmentStats, n: int, extremes: bool) -> dict[str, list[Any]]:
     """One group's per-segment arrays (its n gradients, n weights, n updates) as per-parameter lists."""
     values: dict[str, list[Any]] = {}
-    for key, array in (("sq", stats.sum_squares), ("min", stats.minimum), ("max", stats.maximum),
-                       ("nan", stats.nan_count), ("inf", stats.inf_count)):
+    arrays = [("sq", stats.sum_squares)]
+    arrays += [("min", stats.minimum), ("max", stats.maximum)] if extremes else []
+    arrays += [("nan", stats.nan_count), ("inf", stats.inf_count)] if stats.recounted else []
+    for key, array in arrays:
         every = array.tolist()
         values["grad_" + key], values["weight_" + key] = every[:n], every[n:2 * n]
         values["update_" + key] = every[2 * n:]
+    for keys, fill in ((() if extremes else ("min", "max"), math.nan), (() if stats.recounted else ("nan", "inf"), 0)):
+        for key in keys:  # NOTE: the common case: nothing to read
+            values["grad_" + key], values["weight_" + key], values["update_" + key] = [fill] * n, [fill] * n, [fill] * n
     return values
 
 

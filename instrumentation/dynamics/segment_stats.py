@@ -69,13 +69,15 @@ class SegmentStats(NamedTuple):
     else inf if an inf is; 0 when empty), ``minimum``/``maximum`` of the finite values (NaN when there is none, or
     when extremes were not asked for), ``nan_count`` and ``inf_count`` (±Inf). A segment with a non-finite float32
     sum of squares is recounted in float64 (then exact also where only the squares overflowed). The arrays may be
-    shared and read-only: copy before writing."""
+    shared and read-only: copy before writing. ``recounted``: how many segments were (0: no NaN/Inf anywhere, the
+    counts are all zero)."""
 
     sum_squares: np.ndarray
     minimum: np.ndarray
     maximum: np.ndarray
     nan_count: np.ndarray
     inf_count: np.ndarray
+    recounted: int = 0
 
 
 def pack(arrays: Sequence[np.ndarray], pads: Sequence[np.ndarray | None], out: np.ndarray) -> np.ndarray:
@@ -141,7 +143,8 @@ def _recounted(flat: np.ndarray, segments: Segments, sum_squares: np.ndarray, mi
     one by one in float64."""
     sum_squares, minimum, maximum = (a.astype(np.float64) for a in (sum_squares, minimum, maximum))
     nan_count, inf_count = np.zeros(segments.count, np.int64), np.zeros(segments.count, np.int64)
-    for index in np.flatnonzero(~np.isfinite(sum_squares)).tolist():
+    recounted = np.flatnonzero(~np.isfinite(sum_squares)).tolist()
+    for index in recounted:
         start = int(segments.starts[index])
         wide = flat[start:start + int(segments.sizes[index])].astype(np.float64)
         nans, infs = np.isnan(wide), np.isinf(wide)
@@ -150,4 +153,4 @@ def _recounted(flat: np.ndarray, segments: Segments, sum_squares: np.ndarray, mi
         if extremes:
             finite = wide[~(nans | infs)]
             minimum[index], maximum[index] = (finite.min(), finite.max()) if finite.size else (np.nan, np.nan)
-    return SegmentStats(sum_squares, minimum, maximum, nan_count, inf_count)
+    return SegmentStats(sum_squares, minimum, maximum, nan_count, inf_count, len(recounted))
