@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -12,7 +12,8 @@ from instrumentation.dynamics.segment_stats import Segments, SegmentStats, pack,
 class ParameterStats(NamedTuple):
     """One optimizer step, for each parameter that had a gradient (in ``names`` order): ‖g‖₂, ‖w‖₂ before the step,
     ‖Δw‖₂ and ‖Δw‖/‖w‖ (inf where ‖w‖ = 0 and Δw ≠ 0, nan for 0/0); min/max of the finite values of g and of w
-    before the step (nan when there is none); NaN and ±Inf counts of g and w before the step."""
+    before the step (nan when there is none or when not asked for); NaN and ±Inf counts of g and w before the step.
+    Columns with nothing to report (no min/max asked for, no NaN/Inf found) are tuples shared between steps."""
 
     step: int
     names: tuple[str, ...]
@@ -20,14 +21,14 @@ class ParameterStats(NamedTuple):
     weight_norms: list[float]
     update_norms: list[float]
     update_ratios: list[float]
-    grad_min: list[float]
-    grad_max: list[float]
-    weight_min: list[float]
-    weight_max: list[float]
-    grad_nan_counts: list[int]
-    grad_inf_counts: list[int]
-    weight_nan_counts: list[int]
-    weight_inf_counts: list[int]
+    grad_min: Sequence[float]
+    grad_max: Sequence[float]
+    weight_min: Sequence[float]
+    weight_max: Sequence[float]
+    grad_nan_counts: Sequence[int]
+    grad_inf_counts: Sequence[int]
+    weight_nan_counts: Sequence[int]
+    weight_inf_counts: Sequence[int]
 
 
 def _ratio(update: float, weight: float) -> float:
@@ -136,7 +137,7 @@ class ParameterTracker:
         params = self.params
         weights = [params[index].numpy() for index in layout.active]
         flats = layout.flats if all(map(_same, weights, layout.weights)) else [w.reshape(-1) for w in weights]
-        columns: dict[str, list[Any]] = {}
+        columns: dict[str, Any] = {}
         for group in layout.groups:
             delta = pack(layout.members(group, flats), group.delta_pads, group.delta)
             with np.errstate(over="ignore", invalid="ignore"):  # inf - inf: a NaN update, as it should be
@@ -160,9 +161,9 @@ _KEYS = ("grad_sq", "weight_sq", "update_sq", "grad_min", "grad_max", "weight_mi
          "grad_inf", "weight_nan", "weight_inf")
 
 
-def _columns(stats: SegmentStats, n: int, extremes: bool) -> dict[str, list[Any]]:
+def _columns(stats: SegmentStats, n: int, extremes: bool) -> dict[str, Sequence[Any]]:
     """One group's per-segment arrays (its n gradients, n weights, n updates) as per-parameter lists."""
-    values: dict[str, list[Any]] = {}
+    values: dict[str, Sequence[Any]] = {}
     arrays = [("sq", stats.sum_squares)]
     arrays += [("min", stats.minimum), ("max", stats.maximum)] if extremes else []
     arrays += [("nan", stats.nan_count), ("inf", stats.inf_count)] if stats.recounted else []
@@ -170,13 +171,24 @@ def _columns(stats: SegmentStats, n: int, extremes: bool) -> dict[str, list[Any]
         every = array.tolist()
         values["grad_" + key], values["weight_" + key] = every[:n], every[n:2 * n]
         values["update_" + key] = every[2 * n:]
-    for keys, fill in ((() if extremes else ("min", "max"), math.nan), (() if stats.recounted else ("nan", "inf"), 0)):
-        for key in keys:  # NOTE: the common case: nothing to read
-            values["grad_" + key], values["weight_" + key], values["update_" + key] = [fill] * n, [fill] * n, [fill] * n
+    if not extremes:  # NOTE: the common case: nothing to read
+        values["grad_min"] = values["grad_max"] = values["weight_min"] = values["weight_max"] = _filled(math.nan, n)
+    if not stats.recounted:
+        values["grad_nan"] = values["grad_inf"] = values["weight_nan"] = values["weight_inf"] = _filled(0, n)
     return values
 
 
-def _place(columns: dict[str, list[Any]], values: dict[str, list[Any]], positions: list[int], count: int) -> None:
+_FILLED: dict[tuple[float, int], tuple[float, ...]] = {}
+
+
+def _filled(value: float, n: int) -> tuple[float, ...]:
+    found = _FILLED.get((value, n))
+    if found is None:
+        found = _FILLED[(value, n)] = (value,) * n
+    return found
+
+
+def _place(columns: dict[str, Any], values: dict[str, Sequence[Any]], positions: list[int], count: int) -> None:
     """Put one group's lists at its parameters' positions among all ``count`` active parameters."""
     for key, column in values.items():
         merged = columns.setdefault(key, [0] * count)

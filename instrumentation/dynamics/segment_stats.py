@@ -65,10 +65,10 @@ class Segments:
 
 
 class SegmentStats(NamedTuple):
-    """Per segment, arrays of ``Segments.count`` values: ``sum_squares`` (float64; NaN if a NaN is in the segment,
+    """Per segment, arrays of ``Segments.count`` values: ``sum_squares`` (NaN if a NaN is in the segment,
     else inf if an inf is; 0 when empty), ``minimum``/``maximum`` of the finite values (NaN when there is none, or
-    when extremes were not asked for), ``nan_count`` and ``inf_count`` (±Inf). A segment with a non-finite float32
-    sum of squares is recounted in float64 (then exact also where only the squares overflowed). The arrays may be
+    when extremes were not asked for), ``nan_count`` and ``inf_count`` (±Inf). Float arrays are in the buffer's
+    dtype; a segment with a non-finite sum of squares is recounted in float64 (then exact also where only the squares overflowed). The arrays may be
     shared and read-only: copy before writing. ``recounted``: how many segments were (0: no NaN/Inf anywhere, the
     counts are all zero)."""
 
@@ -118,7 +118,7 @@ def segment_stats(flat: np.ndarray, segments: Segments, *, extremes: bool = True
         rows = rows.astype(np.float32)  # float16 squares overflow past 256
     with np.errstate(over="ignore"):  # NOTE: squares that overflow are recounted below
         row_sums = np.vecdot(rows, rows)
-    sum_squares = np.add.reduceat(row_sums, segments.row_starts, dtype=np.float64)
+    sum_squares = np.add.reduceat(row_sums, segments.row_starts)
     minimum = np.minimum.reduceat(flat, segments.bounds)[::2] if extremes else none_found
     maximum = np.maximum.reduceat(flat, segments.bounds)[::2] if extremes else none_found
     if segments.nonempty is not None:  # zero-size segments: 0 and NaN there
