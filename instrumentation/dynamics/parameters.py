@@ -60,11 +60,12 @@ class _Group:
 
 class _Layout:
     """The groups for one set of parameters with gradients, valid while their weight arrays keep sizes and dtypes;
-    ``flats`` are 1-D views of those arrays (``np.concatenate`` of 1-D arrays is 2x faster than with ``axis=None``)."""
+    ``flats`` are 1-D views of those arrays (``np.concatenate`` of 1-D arrays is 2x faster than with ``axis=None``),
+    kept only while every array is contiguous (else ``reshape`` copies: then they are made again at each use)."""
 
     def __init__(self, active: tuple[int, ...], names: tuple[str, ...], weights: list[np.ndarray]) -> None:
         self.active, self.names = active, names
-        self.weights, self.flats = weights, [weight.reshape(-1) for weight in weights]
+        self.weights, self.flats = weights, _flat_views(weights)
         self.signature = [(w.size, w.dtype) for w in weights]
         by_dtype: dict[np.dtype, list[int]] = {}
         for position, weight in enumerate(weights):
@@ -80,11 +81,15 @@ class _Layout:
             return True
         if [(w.size, w.dtype) for w in weights] != self.signature:
             return False
-        self.weights, self.flats = weights, [weight.reshape(-1) for weight in weights]  # new arrays, same layout
+        self.weights, self.flats = weights, _flat_views(weights)  # new arrays, same layout
         return True
 
     def members(self, group: _Group, arrays: list[np.ndarray]) -> list[np.ndarray]:
         return arrays if self.in_order else [arrays[p] for p in group.positions]
+
+
+def _flat_views(arrays: list[np.ndarray]) -> list[np.ndarray] | None:
+    return [a.reshape(-1) for a in arrays] if all(a.flags.c_contiguous for a in arrays) else None
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -125,7 +130,8 @@ class ParameterTracker:
         params = self.params
         grads = [params[index].grad.numpy().reshape(-1) for index in layout.active]
         for group in layout.groups:
-            pack(layout.members(group, grads) + layout.members(group, layout.flats), group.copied_pads, group.copied)
+            flats = layout.flats if layout.flats is not None else [w.reshape(-1) for w in layout.weights]
+            pack(layout.members(group, grads) + layout.members(group, flats), group.copied_pads, group.copied)
         self._step = step
 
     def end(self) -> ParameterStats | None:
@@ -136,7 +142,8 @@ class ParameterTracker:
         layout = self._layout
         params = self.params
         weights = [params[index].numpy() for index in layout.active]
-        flats = layout.flats if all(map(_same, weights, layout.weights)) else [w.reshape(-1) for w in weights]
+        same = layout.flats is not None and all(map(_same, weights, layout.weights))
+        flats = layout.flats if same else [w.reshape(-1) for w in weights]
         columns: dict[str, Any] = {}
         for group in layout.groups:
             delta = pack(layout.members(group, flats), group.delta_pads, group.delta)

@@ -184,3 +184,26 @@ def test_a_parameter_whose_array_is_replaced_is_read_from_its_new_array():
     tracker.begin(1)
     stats = tracker.end()
     assert stats.weight_norms[0] == pytest.approx(math.sqrt(54.0)) and stats.grad_norms[0] == pytest.approx(6 ** 0.5)
+
+
+class ArrayParameter:
+    """A stand-in with the two things the tracker reads: ``numpy()`` and ``grad.numpy()``."""
+
+    def __init__(self, values: np.ndarray, grad: np.ndarray) -> None:
+        self.values, self.grad = values, type("Grad", (), {"numpy": lambda _, g=grad: g})()
+
+    def numpy(self) -> np.ndarray:
+        return self.values
+
+    @property
+    def shape(self):
+        return self.values.shape
+
+
+def test_a_parameter_whose_array_is_not_contiguous_is_read_anew_each_step():
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    param = ArrayParameter(base.T, np.ones((6, 4), np.float32))  # a transposed view: reshape(-1) would copy
+    named = [("t", param)]
+    tracker = ParameterTracker(named)
+    for step in range(3):
+        step_with(tracker, named, step, random_update(named, step))
