@@ -16,7 +16,7 @@ MAX_INTERVAL = 1000
 SMOOTHING = 0.3  # weight of the newest window in the running estimates
 MIN_RUN_SHARE = 0.25  # of the measured budget, what periodic work gets even when the fixed cost takes all of it
 OUTLIER = 10  # a step longer than this many times the estimate counts as this long
-SHRINK_BELOW = 2 / 3  # a shorter interval is taken only when it is below this share of the current one
+SHRINK_MARGIN = 0.8  # a shorter interval is taken only when it keeps the cost below this share of the target
 
 
 def check_budget(owner: str, budget: object) -> float:
@@ -65,7 +65,8 @@ class Pacer:
     (``r``), the interval is the least ``k`` with ``f + r / k <= budget · MEASURED_SHARE · b`` (``r / k`` gets at least
     ``MIN_RUN_SHARE`` of that when ``f`` alone exceeds it: thinning cannot help more): settled after the
     warm-up's full observation and a few windows, longer when steps get shorter and shorter when they get longer
-    (hysteresis: only a clear drop shortens it). ``every``: a fixed interval, the costs are still measured.
+    (hysteresis: it gets shorter only if the shorter one keeps the cost within ``SHRINK_MARGIN`` of the budget).
+    ``every``: a fixed interval, the costs are still measured.
     ``min_interval``: the interval never goes below it (e.g. histograms every 100 steps at most)."""
 
     def __init__(self, observer: str, budget: float = DEFAULT_BUDGET, *, every: int | None = None,
@@ -81,7 +82,7 @@ class Pacer:
         self.fixed_ns: float | None = None  # per step
         self.run_ns: float | None = None  # per run
         self.last: Pace | None = None
-        self._window = [0, 0, 0, 0, 0]  # steps, step ns, fixed ns, run ns, runs
+        self._steps = self._step_ns = self._fixed_ns = self._run_ns = self._runs = 0  # the window since the last decision
 
     def due(self, step: int) -> bool:
         return step % self.interval == 0
@@ -90,21 +91,20 @@ class Pacer:
         """Account ``steps`` steps; True when the interval was reconsidered (``last`` is then new)."""
         if self.base_ns is not None and step_ns > steps * OUTLIER * self.base_ns:
             step_ns = int(steps * OUTLIER * self.base_ns)  # a pause (evaluation, a checkpoint) is not a longer step
-        window = self._window
-        window[0] += steps
-        window[1] += step_ns
-        window[2] += fixed_ns
-        window[3] += run_ns
-        window[4] += runs
-        self.seen_steps += steps
-        if window[0] < DECIDE_STEPS or not (window[4] or window[0] >= 4 * self.interval):
+        self._steps += steps
+        self._step_ns += step_ns
+        self._fixed_ns += fixed_ns
+        self._run_ns += run_ns
+        self._runs += runs
+        if self._steps < DECIDE_STEPS or not (self._runs or self._steps >= 4 * self.interval):
             return False
         self._decide()
         return True
 
     def _decide(self) -> None:
-        steps, step_ns, fixed_ns, run_ns, runs = self._window
-        self._window = [0, 0, 0, 0, 0]
+        steps, step_ns, fixed_ns, run_ns, runs = self._steps, self._step_ns, self._fixed_ns, self._run_ns, self._runs
+        self._steps = self._step_ns = self._fixed_ns = self._run_ns = self._runs = 0
+        self.seen_steps += steps
         spent_ns = fixed_ns + run_ns
         # NOTE: the step times hold the observer's in-step cost, not what it spent between steps: subtracting all of
         # it can only make the base shorter, the interval longer
@@ -116,14 +116,17 @@ class Pacer:
         self.last = Pace(self.observer, self.interval, spent_ns / steps / 1e6, step_ns / steps / 1e6,
                          spent_ns / base / steps if base > 0 else 0.0)
         if not self.fixed and self.seen_steps >= self.warmup_steps:
-            chosen = self._choose()
-            if chosen > self.interval or chosen < self.interval * SHRINK_BELOW:
-                self.interval = chosen
+            longer = self._least_interval(1.0)
+            if longer > self.interval:
+                self.interval = longer
+            else:  # NOTE: a band, not a point: noise in the measurements does not move the interval back and forth
+                self.interval = min(self.interval, self._least_interval(SHRINK_MARGIN))
 
-    def _choose(self) -> int:
+    def _least_interval(self, margin: float) -> int:
+        """The least interval whose predicted cost per step is within ``margin`` of the measured budget."""
         if not self.run_ns:
             return self.min_interval
-        target = self.budget * MEASURED_SHARE * (self.base_ns or 0.0)
+        target = margin * self.budget * MEASURED_SHARE * (self.base_ns or 0.0)
         room = max(target - (self.fixed_ns or 0.0), target * MIN_RUN_SHARE)
         interval = self.max_interval if room <= 0 else math.ceil(self.run_ns / room)
         return min(max(interval, self.min_interval), self.max_interval)

@@ -152,28 +152,28 @@ class Watch:
         if due:
             self._step_end(event)
         log_end(LOG_SPAN, began)
-        spent_ns = _now_ns() - began
-        self._guard.call("pacing", self._account, event, due, spent_ns)
-
-    def _account(self, event: hooks.StepEvent, due: bool, spent_ns: int) -> None:
-        """Hand the step's measured costs to the pacers; write their figures when they reconsidered the interval.
-        The step time is the time since the last step end (the loop's period), or the step's own duration."""
+        # the pacers get the step's measured costs; the step time is the time since the last step end (the loop's
+        # period), or the step's own duration
         step_ns = event.time_ns - self._last_end_ns if self._last_end_ns else event.duration_ns
         self._last_end_ns = event.time_ns
         if due:
-            self._run_ns += spent_ns
+            self._run_ns += _now_ns() - began
         else:
-            self._fixed_ns += spent_ns
-        paces = [self._pace] if self._pace.record(step_ns, self._fixed_ns, self._run_ns, int(due)) else []
+            self._fixed_ns += _now_ns() - began
+        decided = self._pace.record(step_ns, self._fixed_ns, self._run_ns, due)
         histograms = self._histogram_pace
-        if histograms is not None and histograms.record(step_ns, 0, self._histogram_ns, int(self._histograms_ran)):
-            paces.append(histograms)
-        self._fixed_ns = self._run_ns = self._histogram_ns = 0
-        self._histograms_ran = False
-        for pace in paces:
-            self._scalars.extend(*pace.last.scalars(), event.step)
-        if paces:
-            self._scalars.flush()
+        if histograms is not None:
+            if histograms.record(step_ns, 0, self._histogram_ns, self._histograms_ran):
+                self._guard.call("logging the pace", self._log_pace, histograms, event.step)
+            self._histogram_ns, self._histograms_ran = 0, False
+        self._fixed_ns = self._run_ns = 0
+        if decided:
+            self._guard.call("logging the pace", self._log_pace, self._pace, event.step)
+
+    def _log_pace(self, pacer: Pacer, step: int) -> None:
+        """The figures of the pacer's last window (after it reconsidered its interval)."""
+        self._scalars.extend(*pacer.last.scalars(), step)
+        self._scalars.flush()
 
     def _step_end(self, event: hooks.StepEvent) -> None:
         step_time_ms = event.duration_ns / 1e6
