@@ -16,6 +16,7 @@ MAX_INTERVAL = 1000
 SMOOTHING = 0.3  # weight of the newest window in the running estimates
 MIN_RUN_SHARE = 0.25  # of the measured budget, what periodic work gets even when the fixed cost takes all of it
 OUTLIER = 10  # a step longer than this many times the estimate counts as this long
+GROWTH = 4  # the interval grows at most this many times per decision: each longer one is measured before the next
 SHRINK_MARGIN = 0.8  # a shorter interval is taken only when it keeps the cost below this share of the target
 
 
@@ -37,7 +38,8 @@ def check_every(owner: str, every: object, least: int = 1) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Pace:
-    """A pacer's last window: its interval, the observer's measured cost per step (ms) and its share of step time."""
+    """A pacer's last window: the observer's measured cost per step (ms), the step time (ms), the cost's share of
+    step time, and the interval chosen from them (in effect from there on)."""
 
     observer: str
     interval: int
@@ -109,18 +111,18 @@ class Pacer:
         # NOTE: the step times hold the observer's in-step cost, not what it spent between steps: subtracting all of
         # it can only make the base shorter, the interval longer
         base = max(step_ns - spent_ns, step_ns / 2) / steps
-        self.base_ns = _blend(self.base_ns, base)
-        self.fixed_ns = _blend(self.fixed_ns, fixed_ns / steps)
+        self.base_ns = _follow(self.base_ns, base)
+        self.fixed_ns = _smooth(self.fixed_ns, fixed_ns / steps)
         if runs:
-            self.run_ns = _blend(self.run_ns, run_ns / runs)
-        self.last = Pace(self.observer, self.interval, spent_ns / steps / 1e6, step_ns / steps / 1e6,
-                         spent_ns / base / steps if base > 0 else 0.0)
+            self.run_ns = _smooth(self.run_ns, run_ns / runs)
         if not self.fixed and self.seen_steps >= self.warmup_steps:
             longer = self._least_interval(1.0)
             if longer > self.interval:
-                self.interval = longer
+                self.interval = min(longer, GROWTH * self.interval)
             else:  # NOTE: a band, not a point: noise in the measurements does not move the interval back and forth
                 self.interval = min(self.interval, self._least_interval(SHRINK_MARGIN))
+        self.last = Pace(self.observer, self.interval, spent_ns / steps / 1e6, step_ns / steps / 1e6,
+                         spent_ns / base / steps if base > 0 else 0.0)
 
     def _least_interval(self, margin: float) -> int:
         """The least interval whose predicted cost per step is within ``margin`` of the measured budget."""
@@ -132,9 +134,17 @@ class Pacer:
         return min(max(interval, self.min_interval), self.max_interval)
 
 
-def _blend(old: float | None, new: float) -> float:
-    """The running estimate moved towards ``new``; replaced by it when they differ by more than 2x (the step or the
-    work changed, e.g. a larger batch or an evaluation phase: no reason to drift there slowly)."""
+def _smooth(old: float | None, new: float) -> float:
+    """A cost's running estimate moved towards ``new``, a window at most 3x the estimate counting as 3x (a window
+    with a preemption in a run measures the machine's load, not the work)."""
+    if old is None:
+        return new
+    return old + SMOOTHING * (min(new, 3 * old) - old)
+
+
+def _follow(old: float | None, new: float) -> float:
+    """The step time's running estimate moved towards ``new``, or replaced by it when they differ by more than 2x
+    (the step changed, e.g. a larger batch: no reason to drift there slowly)."""
     if old is None or not 0.5 * old <= new <= 2 * old:
         return new
     return old + SMOOTHING * (new - old)

@@ -8,13 +8,11 @@ import numpy as np
 from board.data.store import LogdirStore, UnknownSeries
 from instrumentation.format.tags import INSTRUMENTATION_MS, INSTRUMENTATION_SHARE, INTERVAL, paced_observer
 
-RECENT_POINTS = 10  # an observer's figures: the median of its last this many points (each one a pacer's window)
-
-
 @dataclass(frozen=True, slots=True)
 class ObserverCost:
-    """One observer of a run: its last interval, the median of its recent measured cost per step (ms) and share of
-    step time, and the share at each point it was written (for a chart)."""
+    """One observer of a run as its pacer last measured it (its last window: the interval then, the cost per step in
+    ms and its share of step time), and the share at each point it was written. The last window, not an average
+    over the run: the first windows are the warm-up, when every step is observed."""
 
     observer: str
     interval: int
@@ -29,7 +27,7 @@ def overhead_runs(store: LogdirStore) -> list[str]:
     return [run for run, tags in store.all_scalar_tags().items() if any(paced_observer(tag) for tag in tags)]
 
 
-def observer_costs(store: LogdirStore, run: str, recent: int = RECENT_POINTS) -> list[ObserverCost]:
+def observer_costs(store: LogdirStore, run: str) -> list[ObserverCost]:
     """The run's paced observers, in the order their tags were first written; an observer missing a tag gets NaN."""
     try:
         tags = store.scalar_tags(run)
@@ -44,17 +42,13 @@ def observer_costs(store: LogdirStore, run: str, recent: int = RECENT_POINTS) ->
     for observer, stats in by_observer.items():
         series = {stat: store.scalars(run, tag)[0] for stat, tag in stats.items()}
 
-        def recent_median(stat: str) -> float:
+        def last(stat: str) -> float:
             columns = series.get(stat)
-            values = columns.values[-recent:] if columns is not None else np.zeros(0)
-            values = values[np.isfinite(values)]
-            return float(np.median(values)) if len(values) else float("nan")
+            return float(columns.values[-1]) if columns is not None and len(columns) else float("nan")
 
-        interval = series.get(INTERVAL)
-        shares = series.get(INSTRUMENTATION_SHARE)
+        interval, shares = last(INTERVAL), series.get(INSTRUMENTATION_SHARE)
         costs.append(ObserverCost(
-            observer, int(interval.values[-1]) if interval is not None and len(interval.values) else 0,
-            recent_median(INSTRUMENTATION_MS), recent_median(INSTRUMENTATION_SHARE),
+            observer, int(interval) if np.isfinite(interval) else 0, last(INSTRUMENTATION_MS), last(INSTRUMENTATION_SHARE),
             shares.steps if shares is not None else np.zeros(0, np.int64),
             shares.values if shares is not None else np.zeros(0)))
     return costs

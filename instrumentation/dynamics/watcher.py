@@ -186,6 +186,11 @@ class Watch:
         self._losses.flush()
 
     def optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
+        step = event.step
+        if step % self._pace.interval and step >= self._burst_until and (
+                self._histogram_pace is None or step % self._histogram_pace.interval):
+            self._tracking = False  # NOTE: the common step on a small model: nothing to do, nothing worth timing
+            return
         began = _now_ns()
         self._optimizer_step_begin(event)
         log_end(LOG_SPAN, began)
@@ -195,6 +200,8 @@ class Watch:
             self._fixed_ns += _now_ns() - began
 
     def optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
+        if not self._tracking and self.numerics is None:
+            return
         began, tracked = _now_ns(), self._tracking
         self._optimizer_step_end(event)
         log_end(LOG_SPAN, began)

@@ -1,8 +1,13 @@
 """watch()'s overhead budget on real steps: the share of step time its hooks and its memory tracker take (timed
 by the test around their work, as a ratio to the same run's step time), the interval, every=k, the perf/ tags,
-and pathologies planted after the warm-up, found with the interval the budget picked."""
+and pathologies planted after the warm-up, found with the interval the budget picked.
+
+A share is the median over blocks of 50 steps of (time inside the observers) / (the block's time without it): on
+this shared machine a span of a few microseconds that happens to include a preemption counts milliseconds, and the
+median leaves out the blocks where that happened. (CPU-time clocks cost ~2 us a call here: too dear to wrap hooks.)"""
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -22,34 +27,52 @@ from dynamics_helpers import mlp, read_scalars
 BUDGET = 0.05
 
 
+HOOKS = ("step_end", "optimizer_step_begin", "optimizer_step_end", "log_loss", "_layer_stats")
+
+
+BLOCK_STEPS = 50
+
+
 class HookClock:
-    """Sums, from the test's own clock, the time spent in watch()'s hooks (each ends with ``log_end(name,
-    began)``) and in its memory tracker's batch processing, while ``on``."""
+    """Sums, from the test's own clock, the time spent in watch()'s hook methods, in the activation statistics its
+    forward hooks compute and in its memory tracker's batch processing, while ``on``; ``block()`` closes a block."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.spent_ns, self.on = 0, False
-        monkeypatch.setattr(watcher_module, "log_end", self._log_end)
+        self.shares: list[float] = []
+        self._block_began = self._block_spent = 0
+        for name in HOOKS:  # NOTE: on the class, before watch() subscribes its bound methods
+            monkeypatch.setattr(watcher_module.Watch, name, self._timed(getattr(watcher_module.Watch, name)))
 
-    def _log_end(self, name: str, began_ns: int) -> None:
-        if self.on:
-            self.spent_ns += time.perf_counter_ns() - began_ns
+    def _timed(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter_ns()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                if self.on:
+                    self.spent_ns += time.perf_counter_ns() - began
+        return timed
+
+    def block(self, now_ns: int, excluded_ns: int = 0) -> None:
+        """Close a block of steps at ``now_ns`` (``excluded_ns``: time in it that is no step time) and open the next."""
+        if self._block_began:
+            spent = self.spent_ns - self._block_spent
+            self.shares.append(spent / (now_ns - self._block_began - excluded_ns - spent))
+        self._block_began, self._block_spent = now_ns, self.spent_ns
+
+    def share(self) -> float:
+        return statistics.median(self.shares)
 
     def time_tracker(self, tracker: Any) -> None:
-        process = tracker._steps.on_batch
-
-        def timed() -> None:
-            began = time.perf_counter_ns()
-            process()
-            if self.on:
-                self.spent_ns += time.perf_counter_ns() - began
-        tracker._steps.on_batch = timed
+        tracker._steps.on_batch = self._timed(tracker._steps.on_batch)
 
 
 def train_loop(digits: Any, logdir: Path, steps: int, *, sleep_s: float = 0.0, clock: HookClock | None = None,
                measure_from: int = 0, on_step: Callable[[int, Any, Any], None] | None = None,
                lr: float = 0.05, **options: Any) -> tuple[Any, float]:
     """A hand-written loop (steps opened with mark_step_begin) on the digits MLP under watch(); returns the closed
-    handle and the wall time (ns) of the steps from ``measure_from`` on."""
+    handle and the wall time (ns) of the steps from ``measure_from`` on; the clock's blocks start there."""
     (x, y), _ = digits
     engine.manual_seed(0)
     model = mlp()
@@ -66,6 +89,8 @@ def train_loop(digits: Any, logdir: Path, steps: int, *, sleep_s: float = 0.0, c
                 began = time.perf_counter_ns()
                 if clock is not None:
                     clock.on = True
+            if clock is not None and step >= measure_from and (step - measure_from) % BLOCK_STEPS == 0:
+                clock.block(time.perf_counter_ns())
             hooks.mark_step_begin()
             xb, yb = batches[step % len(batches)]
             if sleep_s:
@@ -79,23 +104,25 @@ def train_loop(digits: Any, logdir: Path, steps: int, *, sleep_s: float = 0.0, c
             handle.log_loss(loss.item())
         elapsed = time.perf_counter_ns() - began
         if clock is not None:
+            clock.block(time.perf_counter_ns())
+        if clock is not None:
             clock.on = False
     return handle, elapsed
 
 
 def test_on_a_tiny_step_the_measured_share_stays_within_the_budget(digits, tmp_path, monkeypatch):
     clock = HookClock(monkeypatch)
-    handle, elapsed = train_loop(digits, tmp_path / "run", 900, clock=clock, measure_from=300, budget=BUDGET)
-    share = clock.spent_ns / (elapsed - clock.spent_ns)
+    handle, _ = train_loop(digits, tmp_path / "run", 1300, clock=clock, measure_from=300, budget=BUDGET)
+    share = clock.share()
     assert handle.every > 1  # the statistics were thinned ...
     assert share <= BUDGET, f"watch() took {share:.1%} of a tiny step"  # ... to fit the budget
 
 
 def test_on_a_20_ms_step_every_step_is_observed_within_the_budget(digits, tmp_path, monkeypatch):
     clock = HookClock(monkeypatch)
-    handle, elapsed = train_loop(digits, tmp_path / "run", 200, sleep_s=0.02, clock=clock, measure_from=60,
-                                 budget=BUDGET)
-    share = clock.spent_ns / (elapsed - clock.spent_ns)
+    handle, _ = train_loop(digits, tmp_path / "run", 210, sleep_s=0.02, clock=clock, measure_from=60,
+                           budget=BUDGET)
+    share = clock.share()
     assert share <= BUDGET, f"watch() took {share:.1%} of a 20 ms step"
     assert handle.every <= 3  # a step this long affords (nearly) every step's statistics
     scalars = read_scalars(tmp_path / "run")
@@ -135,7 +162,9 @@ def test_intervals_logged_by_the_watch_settle_within_200_steps(digits, tmp_path)
     train_loop(digits, tmp_path / "run", 700, budget=BUDGET)
     intervals = read_scalars(tmp_path / "run")["perf/interval/watch"]
     settled = [k for step, k in sorted(intervals.items()) if step >= 200]
-    assert settled and max(settled) <= 2 * min(settled), sorted(intervals.items())  # within the load's noise
+    typical = statistics.median(settled)
+    near = [k for k in settled if typical / 2 <= k <= 2 * typical]
+    assert len(near) >= 0.8 * len(settled), sorted(intervals.items())  # settled, but for a spike of load
 
 
 def test_dead_units_planted_after_the_warm_up_are_found_with_the_interval_the_budget_picked(digits, tmp_path):
