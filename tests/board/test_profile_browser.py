@@ -24,15 +24,20 @@ def graph_has(page: Page, graph_id: str, condition: str) -> None:
                            f" return gd && gd.data && ({condition}); }}")
 
 
-def test_profile_page_shows_a_capture_and_a_torch_trace(page: Page, tmp_path: Path, serve_board) -> None:
-    logdir = tmp_path / "logs"
-    torch_profiler_trace(logdir / "torch_run")
-    profiled_engine_run(logdir / "mlp")  # the newest capture: selected first
-    board = serve_board(logdir)
+def open_profile(page: Page, board) -> list[str]:
+    """Open the board's Profile page; returns the list the page's JavaScript errors are appended to."""
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(board.url + "/profile")
+    return errors
+
+
+def test_profile_page_shows_a_capture_and_a_torch_trace(page: Page, tmp_path: Path, serve_board) -> None:
+    logdir = tmp_path / "logs"
+    torch_profiler_trace(logdir / "torch_run")
+    profiled_engine_run(logdir / "mlp")  # the newest capture: selected first
+    errors = open_profile(page, serve_board(logdir))
     graph_has(page, "profile-breakdown", "gd.data.length === 6 && gd.data[0].x.length === 6")
     expect(page.locator("#profile-summary")).to_contain_text("flowscope trace")
     expect(page.locator("#profile-ops tbody tr").nth(1)).to_be_visible()
@@ -109,11 +114,7 @@ def test_profile_page_shows_the_instrumentation_breakdown_of_a_budgeted_run(page
                                                                              serve_board) -> None:
     logdir = tmp_path / "logs"
     budgeted_run(logdir / "budgeted")
-    board = serve_board(logdir)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(board.url + "/profile")
+    errors = open_profile(page, serve_board(logdir))
     graph_has(page, "profile-overhead", "gd.data.length === 1 && gd.data[0].y.length === 3")
     observers = page.eval_on_selector("#profile-overhead .js-plotly-plot", "gd => gd.data[0].y")
     assert sorted(observers) == ["memory", "watch", "watch_histograms"]
