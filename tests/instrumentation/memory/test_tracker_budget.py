@@ -55,17 +55,19 @@ def test_every_k_logs_one_step_in_k_and_a_skipped_peak_goes_to_the_next_logged_s
     assert tracker.pace.interval == 4
 
 
-def test_a_leak_is_found_from_every_step_while_the_budget_thins_the_scalars(make_tracker):
-    tracker = make_tracker(stacks=False)
+def test_a_leak_is_found_from_every_step_while_the_scalars_are_thinned(make_tracker):
+    # NOTE: a fixed interval: whether the budget thins on this machine at this moment depends on its load; the
+    # leak test reads every step's figures whatever the interval (the planted leaks of test_leaks.py run under
+    # the default budget)
+    tracker = make_tracker(stacks=False, every=5)
     allocated = train(300, "sum_losses")
     tracker.close()
     tracker.writer.flush()
-    assert tracker.pace.interval > 1  # the scalars were thinned ...
     leaks = [a for a in AlertReader(Path(tracker.run_dir) / ALERTS_RELPATH).read() if a.kind == "leak"]
-    assert len(leaks) == 1 and leaks[0].step <= 60  # ... and the leak found as early as with every step logged
+    assert len(leaks) == 1 and leaks[0].step <= 60  # found as early as with every step logged
     assert leaks[0].evidence["bytes_per_step"] == pytest.approx(8.0, rel=0.05)  # two float32 scalars per step
     logged = scalars(Path(tracker.run_dir))
-    assert len(logged["mem/cpu/allocated_bytes"]) < 300
+    assert len(logged["mem/cpu/allocated_bytes"]) == 300 // 5 + 1  # one step in 5, and the last one
     assert logged["mem/cpu/allocated_bytes"][299] == allocated[-1]  # the last step, at close
     for stat in ("instrumentation_ms", "instrumentation_share", "interval"):
         assert logged[f"perf/{stat}/memory"]
