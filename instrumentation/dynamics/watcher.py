@@ -125,7 +125,7 @@ class Watch:
         self._losses.add(value, step)
         for alert in self._rules.loss(step, value):
             self._report(alert)
-            if self._pace.fixed is False:
+            if not self._pace.fixed:
                 self._burst_until = max(self._burst_until, hooks.current_step() + BURST_STEPS)
 
     def _due(self, step: int) -> bool:
