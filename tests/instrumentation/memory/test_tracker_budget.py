@@ -2,6 +2,7 @@
 leaks still found from every step's figures, every=k fixing the interval, its pace tags, its measured share."""
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 
@@ -74,8 +75,10 @@ def test_a_leak_is_found_from_every_step_while_the_scalars_are_thinned(make_trac
 
 
 def test_on_a_tiny_step_the_tracker_s_measured_share_stays_within_its_budget(make_tracker):
+    """The share: the median over blocks of 50 steps of (time in the tracker's processing) / (the block's time
+    without it); a block where a preemption fell inside the processing is one of many (see test_watch_budget)."""
     tracker = make_tracker(stacks=False)
-    spent = [0]
+    spent, shares, block = [0], [], [0, 0]
     process = tracker._steps.on_batch
 
     def timed() -> None:
@@ -83,10 +86,14 @@ def test_on_a_tiny_step_the_tracker_s_measured_share_stays_within_its_budget(mak
         process()
         spent[0] += time.perf_counter_ns() - began
     tracker._steps.on_batch = timed
-    train(100)
-    spent[0] = 0
-    began = time.perf_counter_ns()
-    train(400)
-    elapsed = time.perf_counter_ns() - began
-    share = spent[0] / (elapsed - spent[0])
-    assert share <= 0.05, f"the tracker took {share:.1%} of a tiny step"
+
+    def close_blocks(step: int) -> None:
+        if step >= 100 and step % 50 == 0:
+            now = time.perf_counter_ns()
+            if block[0]:
+                in_tracker = spent[0] - block[1]
+                shares.append(in_tracker / (now - block[0] - in_tracker))
+            block[:] = [now, spent[0]]
+    train(1100, on_step=close_blocks)
+    share = statistics.median(shares)
+    assert share <= 0.05, f"the tracker took {share:.1%} of a tiny step (pacer: {tracker.pace.last})"
