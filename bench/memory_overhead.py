@@ -12,7 +12,8 @@ without); the table gives the median over pairs and the quartiles.
 Sampler and tracemalloc rows: a sampling thread needs several intervals, so they are timed over
 ``--sampler-window-s`` (2 s: twenty 0.1 s samples) against an "off" window as long, ``--repeats`` times.
 
-Targets: tracker without stacks <= 1.05x, with stacks <= 1.25x, sampler at 0.1 s <= 1.02x. The tracemalloc row
+Targets: tracker without stacks <= 1.05x, with stacks <= 1.25x, sampler at 0.1 s <= 1.02x. The trackers run
+with their default overhead budget (one step's mem/ scalars in k logged); "every=1" logs every step. The tracemalloc row
 (host attribution) is informational: it is opt-in because it is costly.
 """
 from __future__ import annotations
@@ -89,14 +90,20 @@ class _Subscription:
         self.pause()
 
 
+# wall: elapsed time; cpu: the process's CPU time, all threads (the writer's and the sampler's too), which on a loaded
+# machine leaves out the time spent waiting for a CPU (set by --clock)
+CLOCK_NS: list[Callable[[], int]] = [time.perf_counter_ns]
+
+
 def timed_block(step: Callable[[], None], steps: int, writer: SummaryWriter) -> float:
     """Mean step time (ms) over ``steps`` steps, ending with ``writer.flush()``: the writer thread's work for them
     (and a background thread's samples) is charged here. A median per step would hide exactly that work."""
-    start = time.perf_counter_ns()
+    clock = CLOCK_NS[0]
+    start = clock()
     for _ in range(steps):
         step()
     writer.flush()
-    return (time.perf_counter_ns() - start) / steps / 1e6
+    return (clock() - start) / steps / 1e6
 
 
 def paired_ratios(step: Callable[[], None], writer: SummaryWriter, attached: dict[str, object], block_steps: int,
@@ -156,7 +163,10 @@ def main() -> None:
     parser.add_argument("--sampler-window-s", type=float, default=2.0,
                         help="timed window of the sampler rows: several sampling intervals, not a fraction of one")
     parser.add_argument("--workload", default="", help="run only the workloads whose name contains this text")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: the process's CPU time (all threads) instead of elapsed time")
     args = parser.parse_args()
+    CLOCK_NS[0] = time.process_time_ns if args.clock == "cpu" else time.perf_counter_ns
     load = os.getloadavg()[0]
     if load > (os.cpu_count() or 1) * 0.7:
         print(f"warning: load average {load:.1f} on {os.cpu_count()} CPUs; figures will be noisy")
@@ -173,6 +183,7 @@ def main() -> None:
             window_steps = max(block_steps, round(args.sampler_window_s * 1e3 / step_ms))
             attached = {"empty alloc/free observer": _Subscription(_EmptyObserver()),
                         "tracker, stacks off": MemoryTracker(writer, stacks=False),
+                        "tracker, stacks off, every=1": MemoryTracker(writer, stacks=False, every=1),
                         "tracker, stacks on": MemoryTracker(writer, stacks=True)}
             for config in attached.values():  # each past its warm-up, then detached until its blocks
                 config.resume()

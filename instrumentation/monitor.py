@@ -3,23 +3,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from instrumentation.budget import DEFAULT_BUDGET, check_budget, check_every
 from instrumentation.dynamics import DynamicsThresholds, Watch
 from instrumentation.memory import MemoryTracker
 from instrumentation.profiler import OnDemandCapture
 
 __all__ = ["DynamicsThresholds", "Watch", "watch"]
 
+MEMORY_SHARE = 0.3  # of watch()'s budget, for its memory tracker (the rest for the statistics and histograms)
 
-def watch(model: Any, writer: Any, *, every: int = 1, histograms_every: int = 100, optimizer: Any = None,
-          check_numerics: bool = False, raise_on_nonfinite: bool = True,
-          thresholds: DynamicsThresholds | None = None, memory: bool = True, memory_stacks: bool = False,
-          capture_requests: bool = True) -> Watch:
+
+def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int | None = None,
+          histograms_every: int = 100, optimizer: Any = None, check_numerics: bool = False,
+          raise_on_nonfinite: bool = True, thresholds: DynamicsThresholds | None = None, memory: bool = True,
+          memory_stacks: bool = False, capture_requests: bool = True) -> Watch:
     """Observe ``model`` (an ``engine.nn.Module``) while it trains and write to ``writer`` (a ``SummaryWriter``).
 
-    Every ``every`` steps: ``grad_norm/<param>``, ``update_ratio/<param>`` (‖Δw‖/‖w‖ of the update the optimizer
+    Every k steps: ``grad_norm/<param>``, ``update_ratio/<param>`` (‖Δw‖/‖w‖ of the update the optimizer
     applied), ``act/<layer>/<stat>``, ``perf/*``, the learning rate and, where not zero, the NaN/Inf counts
-    ``nonfinite/<param>/<stat>``; every ``histograms_every`` steps (0: never)
-    ``weight/<param>`` and ``grad/<param>`` histograms. ``optimizer``: only that optimizer's steps count (default:
+    ``nonfinite/<param>/<stat>``; at most every ``histograms_every`` steps (0:
+    never) ``weight/<param>`` and ``grad/<param>`` histograms. ``budget``: the share of step time the handle and its
+    memory tracker may cost: they measure their own work and the step time and choose k (and the histograms'
+    interval, and which steps the tracker logs) to keep within it, the first 32 steps observed at every step; the
+    chosen intervals and measured costs are logged as ``perf/interval/<observer>`` and
+    ``perf/instrumentation_ms/<observer>``. ``every``: a fixed k instead (histograms then exactly every
+    ``histograms_every`` steps). The loss, the alert rules' inputs, ``check_numerics`` and OOM capture are never
+    thinned. ``optimizer``: only that optimizer's steps count (default:
     any). ``check_numerics``: check every op output for NaN/Inf; the first one found is an alert, then
     ``engine.NonFiniteError`` is raised (or, with ``raise_on_nonfinite=False``, training goes on). Returns the
     handle: an ``engine.fit`` callback, with ``log_loss``, ``alerts`` and ``close()``.
@@ -29,9 +38,10 @@ def watch(model: Any, writer: Any, *, every: int = 1, histograms_every: int = 10
     board's Capture button (a request file in the run directory, checked at step boundaries). Both are closed
     with the handle.
     """
-    for name, value, least in (("every", every, 1), ("histograms_every", histograms_every, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"watch: {name} must be an integer >= {least}, got {value!r}")
+    budget = check_budget("watch", budget)
+    every = check_every("watch", every)
+    if isinstance(histograms_every, bool) or not isinstance(histograms_every, int) or histograms_every < 0:
+        raise ValueError(f"watch: histograms_every must be an integer >= 0, got {histograms_every!r}")
     if not callable(getattr(model, "named_parameters", None)) or not callable(getattr(model, "register_forward_hook",
                                                                                      None)):
         raise TypeError(f"watch: model must be an engine.nn.Module, got {type(model).__name__}")
@@ -42,9 +52,10 @@ def watch(model: Any, writer: Any, *, every: int = 1, histograms_every: int = 10
         raise TypeError(f"watch: thresholds must be a DynamicsThresholds, got {type(thresholds).__name__}")
     handle = Watch(model, writer, every=every, histograms_every=histograms_every, optimizer=optimizer,
                    check_numerics=check_numerics, raise_on_nonfinite=raise_on_nonfinite,
-                   thresholds=thresholds or DynamicsThresholds())
+                   thresholds=thresholds or DynamicsThresholds(), budget=budget * (1 - MEMORY_SHARE) if memory else budget)
     if memory:
-        handle.attach(MemoryTracker(writer, model=model, stacks=memory_stacks))
+        handle.attach(MemoryTracker(writer, model=model, stacks=memory_stacks, budget=budget * MEMORY_SHARE,
+                                    every=None if every is None else 1))
     if capture_requests:
         handle.attach(OnDemandCapture(writer.log_dir).start())
     return handle

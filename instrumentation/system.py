@@ -11,11 +11,13 @@ from typing import Any
 import psutil
 
 from engine import hooks
+from instrumentation.budget import Pacer, check_every
 from instrumentation.format import tags as tag_names
 from instrumentation.format.tags import (CPU_PERCENT, MEM_TOTAL_BYTES, MEM_USED_BYTES, POWER_W, PROCESS_MEM_BYTES,
                                          RATE_METRICS, RSS_BYTES, TEMPERATURE_C, UTIL_PERCENT)
 
 _CPU_TAG, _RSS_TAG = tag_names.system_tag(CPU_PERCENT), tag_names.system_tag(RSS_BYTES)
+SAMPLER_BUDGET = 0.02  # of wall time: the thread holds the interpreter while it samples
 
 
 class _Nvml:
@@ -114,12 +116,18 @@ class SystemSampler:
     power_w, temperature_c, process_mem_bytes}``. Each point's step is the training step in progress
     (``engine.hooks.current_step()``); the samples of one step are written as one point when the step changes
     (mean of rates, maximum of amounts), or every ``stall_flush_s`` while it does not (the latest aggregate of a
-    stalled step replaces the previous one on the board). Without NVML or a GPU: one informational line on stderr."""
+    stalled step replaces the previous one on the board). Without NVML or a GPU: one informational line on stderr.
+
+    ``budget``: the share of wall time sampling may take (the thread holds the interpreter meanwhile): a pacer
+    (``instrumentation.budget``) measures each sample and samples at one wake-up in k (``perf/interval/system``)
+    when samples are dear (slow NVML, many GPUs or children, a short ``interval``); ``every``: one in ``every``."""
 
     def __init__(self, writer: Any, interval: float = 1.0, *, gpus: bool = True, nvml: ModuleType | None = None,
-                 stall_flush_s: float = 5.0, start: bool = True) -> None:
+                 stall_flush_s: float = 5.0, start: bool = True, budget: float = SAMPLER_BUDGET,
+                 every: int | None = None) -> None:
         if not interval > 0:
             raise ValueError(f"SystemSampler interval must be a positive number of seconds, got {interval!r}")
+        self.pace = Pacer(tag_names.SYSTEM_OBSERVER, budget, every=check_every("SystemSampler", every))
         self.writer, self.interval, self.stall_flush_s = writer, float(interval), stall_flush_s
         self._process = psutil.Process()
         self._children: dict[int, psutil.Process] = {}
@@ -229,12 +237,25 @@ class SystemSampler:
         return list(self._children.values())
 
     def _loop(self) -> None:
+        woke_ns, wakes = time.perf_counter_ns(), 0
         while not self._stop.wait(self.interval):
+            now_ns = time.perf_counter_ns()
+            period_ns, woke_ns = now_ns - woke_ns, now_ns
+            due = self.pace.due(wakes)
+            wakes += 1
             try:
-                self.tick()
+                if due:
+                    self.tick()
+                self._account(period_ns, time.perf_counter_ns() - now_ns if due else 0, due)
             except Exception as error:  # noqa: BLE001 - a sampler must never take training down
                 if not self._failed:
                     self._failed = True
                     print(f"flowscope.system: sampling failed ({type(error).__name__}: {error}); the sampler keeps "
                           f"trying, further failures are not reported", file=sys.stderr)
+
+    def _account(self, period_ns: int, spent_ns: int, sampled: bool) -> None:
+        """Hand a wake-up's cost to the pacer (its "step" is the time since the last wake-up); write its figures
+        when it reconsidered the interval."""
+        if self.pace.record(period_ns, 0, spent_ns, int(sampled)):
+            self.pace.last.write(self.writer, hooks.current_step())
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
+from board.components.overhead_figure import overhead_figure, overhead_rows, overhead_table
 from board.components.profile_figures import breakdown_figure, timeline_figure
 from board.components.profile_table import COLUMNS, op_rows, ops_table
 from board.context import board_context
 from board.data.discovery import discover_runs
+from board.data.overhead import observer_costs, overhead_runs
 from board.data.profile import StepBreakdown, Timeline, step_breakdown, step_timeline, top_ops
 from board.data.profile_captures import Capture, CaptureRequestsDisabled, TraceCache, find_captures, request_capture
 from instrumentation.format import trace as fmt
@@ -70,6 +72,16 @@ def layout(**_query: str) -> html.Div:
         ]),
         html.Div(id="profile-summary", className="fs-muted"),
         dcc.Graph(id="profile-breakdown", config={"displaylogo": False}),
+        html.H3("Instrumentation"),
+        html.Div(className="fs-controls", children=[
+            html.Label("run", htmlFor="profile-overhead-run"),
+            dcc.Dropdown(id="profile-overhead-run", options=overhead_runs(context.store), clearable=False,
+                         placeholder="no run with paced observers yet", style={"minWidth": "16em"}),
+            html.Span("each observer's own measured cost per step and the interval its overhead budget chose "
+                      "(perf/instrumentation_ms|instrumentation_share|interval/<observer>)", className="fs-muted"),
+        ]),
+        dcc.Graph(id="profile-overhead", config={"displaylogo": False}),
+        overhead_table("profile-overhead-table", []),
         html.H3("Top ops"),
         ops_table("profile-ops", []),
         html.Div(className="fs-controls", children=[
@@ -110,6 +122,24 @@ def register_callbacks(app: Dash) -> None:
         first = steps[len(steps) // 2] if steps else (int(columns.ops.step.max()) if len(columns.ops) else None)
         return (breakdown_figure(breakdown, f"step time · {capture.label}"), summary,
                 [{"label": str(s), "value": s} for s in steps], first)
+
+    @app.callback(Output("profile-overhead-run", "options"), Output("profile-overhead-run", "value"),
+                  Input("profile-poll", "n_intervals"), Input("profile-capture", "value"),
+                  State("profile-overhead-run", "options"), State("profile-overhead-run", "value"))
+    def _overhead_runs(_ticks: int | None, key: str | None, current: list | None, value: str | None):
+        runs = overhead_runs(board_context().store)
+        capture = _captures().get(key or "") if dash.ctx.triggered_id == "profile-capture" else None
+        if capture is not None and capture.run in runs:  # the selected capture's run, when it has a breakdown
+            return (runs if runs != current else no_update), capture.run
+        if runs == current and value in runs:
+            return no_update, no_update
+        return runs, value if value in runs else (runs[0] if runs else None)
+
+    @app.callback(Output("profile-overhead", "figure"), Output("profile-overhead-table", "data"),
+                  Input("profile-overhead-run", "value"), Input("profile-poll", "n_intervals"))
+    def _overhead(run: str | None, _ticks: int | None):
+        costs = observer_costs(board_context().store, run) if run else []
+        return overhead_figure(costs, f"instrumentation · {run}" if run else "instrumentation"), overhead_rows(costs)
 
     @app.callback(Output("profile-ops", "data"), Output("profile-ops", "columns"),
                   Input("profile-capture", "value"), Input("profile-group-by", "value"))

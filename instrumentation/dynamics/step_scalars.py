@@ -1,6 +1,7 @@
 """StepScalars: collects one step's scalars and hands them to the writer in one call when the step ends."""
 from __future__ import annotations
 
+import time
 from typing import Any, Sequence
 
 
@@ -40,3 +41,31 @@ class StepScalars:
         add_scalar = self.writer.add_scalar
         for tag, value in zip(tags, values):
             add_scalar(tag, value, step)
+
+
+class ScalarSeries:
+    """One tag's values at successive steps (the loss), handed to the writer as one ``add_scalar_rows`` item (bulk
+    encoded on the writer thread) every ``batch`` values and on ``flush()``; ``add_scalar`` per value for a writer
+    without it. Each value keeps the wall time it was added at."""
+
+    def __init__(self, writer: Any, tag: str, batch: int = 64) -> None:
+        self.writer, self.tags, self.batch = writer, (tag,), batch
+        self._add_rows = getattr(writer, "add_scalar_rows", None)
+        self.rows: list[list[float]] = []
+        self.steps: list[int] = []
+        self.walls: list[float] = []
+
+    def add(self, value: float, step: int) -> None:
+        if self._add_rows is None:
+            self.writer.add_scalar(self.tags[0], value, step)
+            return
+        self.rows.append([value])
+        self.steps.append(step)
+        self.walls.append(time.time())
+        if len(self.rows) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            rows, steps, walls, self.rows, self.steps, self.walls = self.rows, self.steps, self.walls, [], [], []
+            self._add_rows(self.tags, rows, steps, walls)

@@ -27,7 +27,13 @@ NONFINITE_STATS = (GRAD_NAN_COUNT, GRAD_INF_COUNT, WEIGHT_NAN_COUNT, WEIGHT_INF_
 
 # perf/<name>
 STEP_TIME_MS, DATA_TIME_MS, SAMPLES_PER_SEC = PERF + "step_time_ms", PERF + "data_time_ms", PERF + "samples_per_sec"
-INSTRUMENTATION_MS = PERF + "instrumentation_ms"
+# perf/instrumentation_ms/<observer> (its measured cost per step), perf/instrumentation_share/<observer> (that cost over
+# the step time without it) and perf/interval/<observer> (steps between two runs of its periodic work), written by the
+# observers paced by an overhead budget (instrumentation/budget.py); the system sampler's "step" is its wake-up interval
+INSTRUMENTATION_MS, INSTRUMENTATION_SHARE = PERF + "instrumentation_ms", PERF + "instrumentation_share"
+INTERVAL = PERF + "interval"
+PACE_STATS = (INSTRUMENTATION_MS, INSTRUMENTATION_SHARE, INTERVAL)
+WATCH_OBSERVER, HISTOGRAMS_OBSERVER, MEMORY_OBSERVER, SYSTEM_OBSERVER = "watch", "watch_histograms", "memory", "system"
 
 # mem/<device>/<stat>, and mem/<device>/<category>_bytes (memory_categories.CATEGORIES): each one's bytes at the step's
 # peak.
@@ -80,3 +86,17 @@ def gpu_of(tag: str) -> tuple[int, str] | None:
     """(GPU index, metric) of a `sys/gpu<i>/<metric>` tag, else None."""
     match = _GPU_TAG.match(tag)
     return (int(match.group(1)), match.group(2)) if match else None
+
+
+def pace_tag(stat: str, observer: str) -> str:
+    """``<stat>/<observer>`` for a stat of PACE_STATS."""
+    return f"{stat}/{observer}"
+
+
+def paced_observer(tag: str) -> tuple[str, str] | None:
+    """(stat of PACE_STATS, observer) of a ``perf/instrumentation_ms|instrumentation_share|interval/<observer>`` tag,
+    else None."""
+    for stat in PACE_STATS:
+        if tag.startswith(stat + "/") and len(tag) > len(stat) + 1:
+            return stat, tag[len(stat) + 1:]
+    return None

@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from engine import hooks, memory
+from instrumentation.budget import DEFAULT_BUDGET, Pacer, check_every
 from instrumentation.format import alert_names as names
 from instrumentation.format import tags as tag_names
 from instrumentation.format.alerts import Alert, AlertWriter
@@ -43,7 +44,7 @@ class MemoryBreakdown:
 
 class _Tally:
     __slots__ = ("device", "allocated", "record_peak", "pending_peak", "written_peak", "written_at", "window",
-                 "alerted", "tags", "category_tags", "armed")
+                 "alerted", "tags", "category_tags", "armed", "held")
 
     def __init__(self, device: str, leak: LeakSettings | None) -> None:
         self.device = device
@@ -55,6 +56,7 @@ class _Tally:
         self.tags = tuple(tag_names.memory_tag(device, stat) for stat in tag_names.MEMORY_STATS)
         self.category_tags: dict[str, str] = {}  # category -> its tag (built once)
         self.armed: int | None | bool = False  # the peak capture size last asked of the allocator (False: unknown)
+        self.held: tuple[int, dict[str, int]] | None = None  # the highest step peak of the steps not logged since
 
     def category_tag(self, category: str) -> str:
         tag = self.category_tags.get(category)
@@ -81,18 +83,25 @@ class MemoryTracker:
     steps; a read and its event cost ~60 µs in a training loop). ``batch_steps`` /
     ``batch_s``: the step ends' figures are processed (scalars handed to the writer, leak tests, peak snapshots)
     every that many steps or seconds, on ``writer.flush()`` (a flowscope writer), ``snapshot()``, ``pause()`` and
-    ``close()``; ``host_attribution``: tracemalloc attribution."""
+    ``close()``; ``host_attribution``: tracemalloc attribution. ``budget``: the share of step time the processing
+    may cost; a pacer (``instrumentation.budget``) measures it and the step time (from the step ends' wall times)
+    and logs the ``mem/`` scalars of one step in k, each logged ``peak_bytes`` (and the categories at it) being the
+    highest of the steps since the last logged one; leak tests, peak captures and OOM capture see every step.
+    ``every``: log one step in ``every`` instead (1: every step)."""
 
     def __init__(self, writer: Any, *, history: int = 10_000, stacks: bool = True, stack_depth: int = 4,
                  model: Any = None, leak: LeakSettings | None = LeakSettings(), peak_snapshots: bool = True,
                  peak_snapshot_interval_s: float = 30.0, peak_growth: float = 0.10, host_rss: bool = True,
                  host_attribution: bool = False, host_every_steps: int = 64, host_every_s: float = 1.0,
-                 batch_steps: int = 16, batch_s: float = 0.5) -> None:
+                 batch_steps: int = 16, batch_s: float = 0.5, budget: float = DEFAULT_BUDGET,
+                 every: int | None = None) -> None:
         if history < 0:
             raise ValueError(f"history must be a number of events >= 0, got {history}")
         if host_every_steps < 1 or not host_every_s >= 0:
             raise ValueError(f"host_every_steps must be >= 1 and host_every_s >= 0, got {host_every_steps} and "
                              f"{host_every_s}")
+        self.pace = Pacer(tag_names.MEMORY_OBSERVER, budget, every=check_every("MemoryTracker", every))
+        self._last_wall: float | None = None
         self.writer, self.run_dir = writer, writer.log_dir
         self._add_scalar_rows = getattr(writer, "add_scalar_rows", None)
         self._add_scalar_dict = getattr(writer, "add_scalar_dict", None)
@@ -147,40 +156,39 @@ class MemoryTracker:
         self._process()
         log_end(LOG_SPAN, start)
 
-    def _process(self) -> None:
-        """Scalars, leak tests and peak snapshots of the step ends logged since the last call, in step order."""
+    def _process(self, final: bool = False) -> None:
+        """Scalars, leak tests and peak snapshots of the step ends logged since the last call, in step order;
+        ``final``: the last one is logged whatever the interval (closing)."""
+        began = time.perf_counter_ns()
         records = self._steps.take()
-        tags, batch, steps, walls = self._tags, [], [], []
         observed: dict[_Tally, tuple[list[int], list[int]]] = {}  # each leak window's steps and allocated bytes
-        for step, wall_time, figures in _by_step(records, self._tallies, self._tally):
+        interval, logged = self.pace.interval, []
+        by_step = _by_step(records, self._tallies, self._tally)
+        last_step = by_step[-1][0] if final and by_step else None
+        for step, wall_time, figures in by_step:
             if not figures:  # no device allocated on yet
                 continue
-            values: list[float] = []
-            for tally, allocated, peak, at_peak, live_tensors in figures:
+            log_it = step % interval == 0 or step == last_step
+            for index, (tally, allocated, peak, at_peak, live_tensors) in enumerate(figures):
                 tally.allocated = allocated
                 if peak > tally.record_peak:
                     tally.record_peak = peak
-                category_tags = tally.category_tags
-                if len(category_tags) < len(at_peak):  # a category seen for the first time (they are never dropped)
-                    for category in at_peak:
-                        tally.category_tag(category)
-                # NOTE: floats, as the writer keeps them; reserved = allocated on the CPU (no pool); tally.tags order
-                values += [float(allocated), float(allocated), float(peak), float(live_tensors)]
-                values += [float(at_peak.get(category, 0)) for category in category_tags]
+                held = tally.held
+                if held is not None and held[0] > peak:  # a higher peak in the steps not logged: it is this point's
+                    peak, at_peak = held
+                    figures[index] = (tally, allocated, peak, at_peak, live_tensors)
+                tally.held = None if log_it else (peak, at_peak)
                 if tally.window is not None:
                     window_rows = observed.get(tally)
                     if window_rows is None:
                         window_rows = observed[tally] = ([], [])
                     window_rows[0].append(step)
                     window_rows[1].append(allocated)
-            if len(values) != len(tags):  # a device or a category appeared: a new list of tags from here on
-                self._log(tags, batch, steps, walls)
-                tags, batch, steps, walls = self._tags_of(figures), [], [], []
-            batch.append(values)
-            steps.append(step)
-            walls.append(wall_time)
-        self._log(tags, batch, steps, walls)
-        self._tags = tags
+            if log_it:
+                logged.append((step, wall_time, figures))
+        logging = time.perf_counter_ns()
+        self._log_steps(logged)
+        run_ns = time.perf_counter_ns() - logging
         for tally, (window_steps, window_values) in observed.items():
             for step, found in tally.window.observe_many(window_steps, window_values):
                 self._report_leak(tally.device, tally, found, step)
@@ -193,6 +201,44 @@ class MemoryTracker:
                 self._arm_peak(device, tally)
         if self._host is not None and records:
             self._observe_host(records[-1][0])
+        if records:
+            self._account(records, len(logged), time.perf_counter_ns() - began - run_ns, run_ns)
+
+    def _account(self, records: list[tuple], logged: int, fixed_ns: int, run_ns: int) -> None:
+        """Hand the batch's measured cost to the pacer; the step time is the wall time between step ends."""
+        first_step, first_wall, last_step, last_wall = records[0][0], records[0][1], records[-1][0], records[-1][1]
+        steps = last_step - first_step + 1
+        if self._last_wall is not None and last_wall > self._last_wall:
+            step_ns = (last_wall - self._last_wall) * 1e9
+        elif steps > 1:
+            step_ns = (last_wall - first_wall) * 1e9 * steps / (steps - 1)
+        else:
+            return
+        self._last_wall = last_wall
+        if self.pace.record(int(step_ns), fixed_ns, run_ns, logged, steps):
+            self.pace.last.write(self.writer, last_step)
+
+    def _log_steps(self, logged: list[tuple[int, float, list]]) -> None:
+        """The ``mem/`` scalars of the steps to log: (step, wall time, figures per device) each."""
+        tags, batch, steps, walls = self._tags, [], [], []
+        for step, wall_time, figures in logged:
+            values: list[float] = []
+            for tally, allocated, peak, at_peak, live_tensors in figures:
+                category_tags = tally.category_tags
+                if len(category_tags) < len(at_peak):  # a category seen for the first time (they are never dropped)
+                    for category in at_peak:
+                        tally.category_tag(category)
+                # NOTE: floats, as the writer keeps them; reserved = allocated on the CPU (no pool); tally.tags order
+                values += [float(allocated), float(allocated), float(peak), float(live_tensors)]
+                values += [float(at_peak.get(category, 0)) for category in category_tags]
+            if len(values) != len(tags):  # a device or a category appeared: a new list of tags from here on
+                self._log(tags, batch, steps, walls)
+                tags, batch, steps, walls = self._tags_of(figures), [], [], []
+            batch.append(values)
+            steps.append(step)
+            walls.append(wall_time)
+        self._log(tags, batch, steps, walls)
+        self._tags = tags
 
     def _observe_host(self, step: int) -> None:
         """The RSS now, as the last ended step's, when ``host_every_steps`` or ``host_every_s`` passed since the last
@@ -283,7 +329,7 @@ class MemoryTracker:
         hooks.unsubscribe(self)
         if self._on_flush is not None:
             self.writer.remove_flush_callback(self._process)
-        self._process()
+        self._process(final=True)
         if not self._paused:
             self._detach_recording()
         for device, tally in self._tallies.items():

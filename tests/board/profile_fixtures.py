@@ -53,3 +53,26 @@ def torch_profiler_trace(directory: Path, steps: int = 4) -> Path:
             optimizer.step()
             prof.step()
     return next(Path(directory).glob("*.pt.trace.json*"))
+
+
+def budgeted_run(run_dir: Path, steps: int = 300, capture_steps: int = 5) -> None:
+    """A digits MLP run under ``watch()`` with its default overhead budget (memory tracker included) for ``steps``
+    steps, the last ``capture_steps`` of them profiled: pace tags for three observers and one capture."""
+    engine.manual_seed(0)
+    engine.hooks.reset_step()
+    (x, y), _ = engine.datasets.load_digits(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.1)
+    batches = [(engine.tensor(x[i:i + 32]), engine.tensor(y[i:i + 32])) for i in range(0, len(x) - 32, 32)]
+    with SummaryWriter(run_dir) as writer, instrumentation.watch(model, writer, capture_requests=False) as handle, \
+            ExitStack() as profiling:
+        for step in range(steps):
+            if step == steps - capture_steps:
+                profiling.enter_context(instrumentation.profile(run_dir))
+            engine.hooks.mark_step_begin()
+            xb, yb = batches[step % len(batches)]
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            handle.log_loss(loss.item())

@@ -13,7 +13,7 @@ import instrumentation
 from engine import nn
 from engine.nn import functional as F
 from instrumentation import SummaryWriter
-from profile_fixtures import profiled_engine_run, torch_profiler_trace
+from profile_fixtures import budgeted_run, profiled_engine_run, torch_profiler_trace
 
 pytestmark = pytest.mark.browser
 TIMEOUT_MS = 60_000
@@ -24,15 +24,20 @@ def graph_has(page: Page, graph_id: str, condition: str) -> None:
                            f" return gd && gd.data && ({condition}); }}")
 
 
-def test_profile_page_shows_a_capture_and_a_torch_trace(page: Page, tmp_path: Path, serve_board) -> None:
-    logdir = tmp_path / "logs"
-    torch_profiler_trace(logdir / "torch_run")
-    profiled_engine_run(logdir / "mlp")  # the newest capture: selected first
-    board = serve_board(logdir)
+def open_profile(page: Page, board) -> list[str]:
+    """Open the board's Profile page; returns the list the page's JavaScript errors are appended to."""
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(board.url + "/profile")
+    return errors
+
+
+def test_profile_page_shows_a_capture_and_a_torch_trace(page: Page, tmp_path: Path, serve_board) -> None:
+    logdir = tmp_path / "logs"
+    torch_profiler_trace(logdir / "torch_run")
+    profiled_engine_run(logdir / "mlp")  # the newest capture: selected first
+    errors = open_profile(page, serve_board(logdir))
     graph_has(page, "profile-breakdown", "gd.data.length === 6 && gd.data[0].x.length === 6")
     expect(page.locator("#profile-summary")).to_contain_text("flowscope trace")
     expect(page.locator("#profile-ops tbody tr").nth(1)).to_be_visible()
@@ -103,3 +108,22 @@ def test_read_only_board_disables_capture(page: Page, tmp_path: Path, serve_boar
     page.goto(board.url + "/profile")
     expect(page.locator("#profile-capture-button")).to_be_disabled()
     expect(page.locator("#profile-capture-status")).to_contain_text("read-only")
+
+
+def test_profile_page_shows_the_instrumentation_breakdown_of_a_budgeted_run(page: Page, tmp_path: Path,
+                                                                             serve_board) -> None:
+    logdir = tmp_path / "logs"
+    budgeted_run(logdir / "budgeted")
+    errors = open_profile(page, serve_board(logdir))
+    graph_has(page, "profile-overhead", "gd.data.length === 1 && gd.data[0].y.length === 3")
+    observers = page.eval_on_selector("#profile-overhead .js-plotly-plot", "gd => gd.data[0].y")
+    assert sorted(observers) == ["memory", "watch", "watch_histograms"]
+    shares = page.eval_on_selector("#profile-overhead .js-plotly-plot", "gd => Array.from(gd.data[0].x)")
+    assert all(0 < share < 100 for share in shares)
+    labels = page.eval_on_selector("#profile-overhead .js-plotly-plot", "gd => gd.data[0].text")
+    assert all(label.startswith("every ") and "ms/step" in label for label in labels)
+    expect(page.locator("#profile-overhead-table")).to_contain_text("watch_histograms")
+    expect(page.locator("#profile-overhead-table")).to_contain_text("% of step time")
+    graph_has(page, "profile-breakdown", "gd.data.length === 6 && gd.data[0].x.length === 5")  # its capture too
+    page.screenshot(path=str(tmp_path / "profile_overhead.png"), full_page=True)
+    assert errors == []

@@ -13,6 +13,7 @@ import pytest
 from engine import hooks
 import instrumentation.system as system
 from instrumentation import SummaryWriter, SystemSampler
+from event_helpers import read_run
 from fake_pynvml import fake_pynvml
 from instrumentation.format import EventFileReader, ScalarValue, tags
 
@@ -171,3 +172,32 @@ def test_descendants_come_from_the_kernel_child_lists_as_psutil_finds_them(monke
                 child.kill()
             parent.kill()
             parent.wait()
+
+
+@pytest.mark.parametrize("every", [None, 1])
+def test_dear_samples_are_spaced_to_keep_within_the_budget_unless_every_is_given(tmp_path: Path, monkeypatch,
+                                                                               every: int | None) -> None:
+    cost_s, spent, calls = 0.003, [0], [0]
+
+    def slow_sample(self: SystemSampler) -> dict[str, float]:  # a slow NVML: 3 ms a sample, every 10 ms
+        began = time.perf_counter_ns()
+        time.sleep(cost_s)
+        spent[0] += time.perf_counter_ns() - began
+        calls[0] += 1
+        return {}
+    monkeypatch.setattr(SystemSampler, "sample", slow_sample)
+    with SummaryWriter(tmp_path / "run") as writer:
+        sampler = SystemSampler(writer, interval=0.01, gpus=False, budget=0.02, every=every)
+        time.sleep(1.5)  # past the warm-up (32 wake-ups) and a few decisions
+        spent[0], calls[0] = 0, 0
+        began = time.perf_counter_ns()
+        time.sleep(2.0)
+        elapsed = time.perf_counter_ns() - began
+        sampler.close()
+    share = spent[0] / elapsed
+    if every is None:
+        assert sampler.pace.interval >= 10 and share <= 0.02, (sampler.pace.interval, share)
+    else:
+        assert sampler.pace.interval == 1 and calls[0] > 50  # every wake-up samples, whatever it costs
+    written = {value.tag for event in read_run(tmp_path / "run") for value in event.values}
+    assert {"perf/interval/system", "perf/instrumentation_ms/system", "perf/instrumentation_share/system"} <= written

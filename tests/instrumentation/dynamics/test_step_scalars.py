@@ -99,7 +99,11 @@ def test_watch_writes_the_same_scalars_through_either_writer_path(tmp_path):
     written = [(v.tag, e.step) for e in read_run(tmp_path / "real") for v in e.values]
     histograms = [i for i, (tag, _) in enumerate(written) if tag.startswith(("weight/", "grad/"))]
     assert len(histograms) == 8 and written[histograms[0] - 1] == ("train/learning_rate", 0)  # after step 0's scalars
-    assert [(t, s) for t, _, s in plain.calls] == [pair for i, pair in enumerate(written) if i not in histograms]
+    # the same points; the losses go in batches of steps (one add_scalar_rows) with the real writer
+    not_loss = lambda pairs: [pair for pair in pairs if pair[0] != "train/loss"]  # noqa: E731
+    in_file = [pair for i, pair in enumerate(written) if i not in histograms]
+    assert not_loss([(t, s) for t, _, s in plain.calls]) == not_loss(in_file)
+    assert sorted((t, s) for t, _, s in plain.calls) == sorted(in_file)
     values = {(v.tag, e.step): v.value for e in read_run(tmp_path / "real") for v in e.values if hasattr(v, "value")}
     for tag, value, step in drop_timing(plain.calls):
         assert values[(tag, step)] == np.float32(value) or np.isnan(value)
