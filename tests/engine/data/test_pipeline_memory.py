@@ -116,8 +116,9 @@ def test_worker_threads_never_touch_the_allocator_and_every_registration_is_rele
     events = hooks.subscribe(StageEvents())
     try:
         before = input_bytes()
+        # the map's results are taken by the first prefetch's thread, whose queue the second prefetch's thread empties
         dataset = (Dataset.from_tensor_slices(np.arange(40)).map(one_mib, num_parallel_calls=3).shuffle(6, seed=1)
-                   .prefetch(4))
+                   .prefetch(4).prefetch(2))
         values = [int(element[0]) for element in dataset]
     finally:
         hooks.unsubscribe(events)
@@ -127,6 +128,20 @@ def test_worker_threads_never_touch_the_allocator_and_every_registration_is_rele
     assert "shuffle" in {stage_of(op) for op, _ in events.allocs}  # the buffer of 6 held elements between fetches
     assert all(nbytes == MiB for _, nbytes in events.allocs)
     assert events.freed == len(events.allocs) and input_bytes() == before
+
+
+def test_a_failing_pipeline_releases_what_its_stages_held() -> None:
+    def fail_at_five(index: np.ndarray) -> np.ndarray:
+        if index == 5:
+            raise ValueError("element 5 is corrupt")
+        return one_mib(index)
+
+    before = input_bytes()
+    dataset = Dataset.from_tensor_slices(np.arange(10)).map(fail_at_five).cache().prefetch(3)
+    with pytest.raises(ValueError, match="element 5 is corrupt"):
+        for _ in dataset:
+            pass
+    assert input_bytes() == before and not stage_blocks("cache") and not stage_blocks("prefetch")
 
 
 def test_a_cache_grows_by_each_recorded_element_and_is_released_with_its_dataset() -> None:
