@@ -5,12 +5,12 @@ category, with the stage's description and the user line that built it as the op
 main``) and the user frames as the site, and releases them when the element leaves the stage.
 
 Threads: stages hold and release elements on worker threads (the prefetch producer, map pools) while the
-allocator belongs to the thread that trains. So ``hold`` and ``leave`` only queue the change here (under this
-module's lock); the allocator is updated by ``settle()``, which runs on the *owner* thread only: the thread that
-last fetched from a pipeline (``iter(dataset)``'s ``__next__`` makes its thread the owner and settles before each
+allocator belongs to the thread that trains. So ``hold`` and ``leave`` on other threads only queue the change here
+(under this module's lock), and the allocator is changed on the *owner* thread only: the thread that last fetched
+from a pipeline (``iter(dataset)``'s ``__next__`` makes its thread the owner and ``settle()``s the queue before each
 fetch), the main thread until then. A change made on the owner thread itself (a cache recording in the training
-thread, the prefetch consumer taking an element) is settled at once. An element that leaves before it was ever
-settled is never registered. So the allocator shows what the stages hold as of the last fetch.
+thread, the prefetch consumer taking an element) is applied at once, after the queue. An element that leaves
+before its hold was applied is never registered. So the allocator shows what the stages hold as of the last fetch.
 """
 from __future__ import annotations
 
@@ -169,13 +169,13 @@ def settle() -> None:
                     return
                 held = _pending.popleft()
                 if held.state == _NEW:
-                    held.state, arrays, release = _LIVE, held.arrays, ()
+                    held.state, arrays = _LIVE, held.arrays
                 elif held.state == _LIVE and held.left:
-                    held.state, release, held.keys, held.arrays = _GONE, held.keys, (), None
+                    held.state, keys, held.keys, held.arrays, arrays = _GONE, held.keys, (), None, None
                 else:
                     continue
-            if release:
-                _release(release)
+            if arrays is None:
+                _release(keys)
                 continue
             keys = _register(held.stage, arrays)
             with _lock:

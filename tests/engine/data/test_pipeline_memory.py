@@ -194,3 +194,22 @@ def test_pipeline_buffers_count_against_the_limit_but_are_never_refused() -> Non
     with pytest.raises(engine.OutOfMemoryError, match="in use"):
         engine.tensor(first)
     assert [int(e[0]) for e in iterator] == list(range(1, 8)) and input_bytes() == before
+
+
+def test_a_stage_whose_accounting_fails_is_reported_once_and_the_pipeline_goes_on(monkeypatch, capsys) -> None:
+    register = memory.register
+
+    def refuse_stages(array, category="activation", op="", site=None, check_limit=True):
+        if stage_of(op):
+            raise RuntimeError("no room in the books")
+        return register(array, category, op, site, check_limit)
+
+    monkeypatch.setattr(buffers.memory, "register", refuse_stages)
+    before, buffers_before = input_bytes(), len(memory.live_buffers())
+    # the map's results are left on the prefetch thread: their releases wait in the queue, with nothing to release
+    dataset = Dataset.from_tensor_slices(np.arange(30)).map(one_mib, num_parallel_calls=2).prefetch(2)
+    assert [int(e[0]) for e in dataset] == list(range(30))
+    assert input_bytes() == before and len(memory.live_buffers()) == buffers_before
+    reports = capsys.readouterr().err.splitlines()
+    assert len([line for line in reports if "no room in the books" in line]) <= 2  # once per stage at most
+    assert any("cannot account the buffers of map(one_mib, num_parallel_calls=2) at" in line for line in reports)
