@@ -80,10 +80,9 @@ class Holding:
         if not arrays:
             return None
         held = Held(self.stage, arrays)
-        if _direct():  # NOTE: nobody else can see `held` yet: no leave can interleave with its registration
+        if _direct():  # NOTE: no lock: nobody else sees `held` yet, and only the owner thread changes a live one
             held.state, held.keys = _LIVE, _register(self.stage, arrays)
-            with _lock:
-                self.live.add(held)
+            self.live.add(held)
             return held
         with _lock:
             self.live.add(held)
@@ -92,13 +91,15 @@ class Holding:
         return held
 
     def leave(self, held: Held | None) -> None:
-        """``held``'s element left the stage (any thread)."""
-        if held is not None:
-            direct = _direct()
-            with _lock:
-                keys = self._leave(held, direct)
-            _release(keys)
-            _settle_if_owner()
+        """``held``'s element left the stage (any thread; one thread per pass, the one that closes it)."""
+        if held is None:
+            return
+        if _direct():  # NOTE: no lock: `held` is registered (its hold was applied) and only this thread changes it
+            _release(self._leave(held, True))
+            return
+        with _lock:
+            self._leave(held, False)
+        _settle_if_owner()
 
     def close(self) -> None:
         """Every element still held leaves (the pass ended or was abandoned, the cache was dropped)."""
