@@ -49,9 +49,11 @@ def test_the_memory_page_draws_the_input_band(page: Page, tmp_path: Path, serve_
     page.wait_for_function(f"() => {{ const gd = document.querySelector(`{timeline_plot}`); "
                            "return gd && gd.data && gd.data.some(t => t.name === 'input'); }")
     # the data travels as typed arrays: read the band back from the drawn figure's own y values
-    highest = page.eval_on_selector(timeline_plot, "gd => Math.max(...Array.from(gd.data.find(t => t.name === 'input').y))")
+    highest = page.eval_on_selector(timeline_plot,
+                                    "gd => Math.max(...Array.from(gd.data.find(t => t.name === 'input').y))")
     assert highest >= PREFETCHED
-    legend = page.eval_on_selector(timeline_plot, "gd => Array.from(gd.querySelectorAll('.legendtext')).map(e => e.textContent)")
+    legend = page.eval_on_selector(timeline_plot,
+                                   "gd => Array.from(gd.querySelectorAll('.legendtext')).map(e => e.textContent)")
     assert "input" in legend
     page.screenshot(path=str(tmp_path / "memory-input.png"), full_page=True)
     assert not errors

@@ -155,7 +155,8 @@ def test_a_cache_grows_by_each_recorded_element_and_is_released_with_its_dataset
     assert op.startswith("cache() at ") and op.endswith(
         f"{SOURCE.name}:{line} test_a_cache_grows_by_each_recorded_element_and_is_released_with_its_dataset")
     assert len(list(iterator)) == 3 and input_bytes() - before == 6 * 4096  # the complete pass is stored
-    assert [int(e[0]) for e in dataset] == list(range(6)) and input_bytes() - before == 6 * 4096  # a replay adds nothing
+    assert [int(e[0]) for e in dataset] == list(range(6))
+    assert input_bytes() - before == 6 * 4096  # a replay adds nothing
     del dataset, iterator
     gc.collect()
     assert input_bytes() == before and not stage_blocks("cache")

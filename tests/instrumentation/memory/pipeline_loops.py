@@ -1,4 +1,4 @@
-"""Real training loops fed by engine.data pipelines; each line that builds a pipeline carries a ``# stage:`` marker."""
+"""Real training loops fed by engine.data pipelines; the lines building a stage that a test names carry ``# stage:``."""
 from __future__ import annotations
 
 import gc
@@ -21,7 +21,8 @@ SOURCE = Path(__file__)
 
 
 def stage_site(marker: str, function: str) -> str:
-    """``"pipeline_loops.py:<line> <function>"`` of the line holding ``marker`` (an oracle that does not use the engine)."""
+    """``"pipeline_loops.py:<line> <function>"`` of the line holding ``marker`` (an oracle that does not use the
+    engine)."""
     for number, text in enumerate(SOURCE.read_text().splitlines(), start=1):
         if marker in text and "stage_site" not in text:
             return f"{SOURCE.name}:{number} {function}"
@@ -43,7 +44,7 @@ def growing_cache(elements: int, element_bytes: int) -> Dataset:
 
 def healthy_pipeline(elements: int) -> Dataset:
     x = np.random.default_rng(0).standard_normal((elements, FEATURES)).astype(np.float32)
-    return Dataset.from_tensor_slices(x).batch(ROWS).map(lambda b: b * 2, num_parallel_calls=2).prefetch(2)  # stage: healthy
+    return Dataset.from_tensor_slices(x).batch(ROWS).map(lambda b: b * 2, num_parallel_calls=2).prefetch(2)
 
 
 def input_bytes() -> int:

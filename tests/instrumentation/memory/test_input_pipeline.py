@@ -28,7 +28,8 @@ def scalars(run_dir: str | Path, tag: str) -> dict[int, float]:
 
 
 def engine_leaks(run_dir: str | Path) -> list:
-    return [a for a in AlertReader(Path(run_dir) / ALERTS_RELPATH).read() if a.kind == "leak" and a.subject != "host RSS"]
+    alerts = AlertReader(Path(run_dir) / ALERTS_RELPATH).read()
+    return [a for a in alerts if a.kind == "leak" and a.subject != "host RSS"]
 
 
 def test_an_oversized_prefetch_shows_as_input_bytes_in_the_mem_scalars(tmp_path: Path) -> None:
