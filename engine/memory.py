@@ -137,9 +137,12 @@ def _root(array: Any) -> Any:
 CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "input")
 
 
-def register(array: Any, category: str = "activation", op: str = "") -> int:
+def register(array: Any, category: str = "activation", op: str = "", site: Any = None,
+             check_limit: bool = True) -> int:
     """Account for ``array`` (held by a new tensor) under ``category`` (one of ``CATEGORIES``); returns the key to
-    pass to :func:`release`."""
+    pass to :func:`release`. ``site``: the buffer's ``LiveBlock.site`` when the caller knows it (the data pipeline
+    passes the user frames that built the stage holding it); the site recorder is then not asked.
+    ``check_limit=False`` counts a buffer that exists already (the pipeline's) without refusing it over the limit."""
     root = array if array.base is None else _root(array)
     key = id(root)
     entry = _buffers.get(key)
@@ -151,7 +154,7 @@ def register(array: Any, category: str = "activation", op: str = "") -> int:
     state = _devices["cpu"] if device == "cpu" else _state(device)
     nbytes = root.nbytes
     allocated = state.allocated + nbytes
-    if state.limit is not None and allocated > state.limit:
+    if state.limit is not None and allocated > state.limit and check_limit:
         raise _refused(nbytes, state, device, op)
     state.allocated = allocated
     categories = state.categories
@@ -164,8 +167,7 @@ def register(array: Any, category: str = "activation", op: str = "") -> int:
     state.live_tensors += 1
     state.live_buffers += 1
     module, phase, step, shape, dtype = _hooks.module_stack[-1], _hooks.phase, _hooks._step, array.shape, array.dtype
-    site = None
-    if _site_recorder is not None:
+    if site is None and _site_recorder is not None:
         site = _hooks.site_scope
         if site is None:
             try:

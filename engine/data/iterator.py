@@ -1,17 +1,21 @@
-"""The user-facing iterator: marks the step begin and reports how long each fetch blocked to engine.hooks."""
+"""The user-facing iterator: marks the step begin, reports how long each fetch blocked to engine.hooks and brings
+the allocator's view of the pipeline's buffers up to date (``engine.data.buffers``)."""
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 
 from engine import hooks
+from engine.data.buffers import settle_here
 from engine.data.dataset import close_iterator
 from engine.data.structure import Element
 
 
 class DatasetIterator:
     """What ``iter(dataset)`` returns. Only this outermost iterator reports to the hooks; ``close()`` (or
-    garbage collection) stops the pass, which stops prefetch threads and map thread pools upstream."""
+    garbage collection) stops the pass, which stops prefetch threads and map thread pools upstream. Its thread
+    owns the pipeline's accounting: each fetch first registers and releases what the stages' threads held and let
+    go of since the previous one."""
 
     __slots__ = ("_elements", "__weakref__")
 
@@ -24,6 +28,7 @@ class DatasetIterator:
     def __next__(self) -> Element:
         opened = not hooks._step_open
         hooks.mark_step_begin()
+        settle_here()
         start_ns = time.perf_counter_ns()
         try:
             element = next(self._elements)

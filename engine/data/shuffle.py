@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from engine import random
+from engine.data.buffers import Stage
 from engine.data.dataset import INFINITE, Dataset, check_count, close_iterator
 from engine.data.sources import TensorSlices
 from engine.data.structure import Element
@@ -18,13 +19,15 @@ _PICKS_PER_DRAW = 1024
 class Shuffle(Dataset):
     """Fill a buffer of ``buffer_size`` elements; then, for each new element, emit a random buffered one and
     put the new one in its place; at the end emit the rest of the buffer in random order. With
-    ``buffer_size`` at least the dataset length this is a uniform permutation."""
+    ``buffer_size`` at least the dataset length this is a uniform permutation. Over elements (not row indices)
+    the buffered elements are the stage's buffers in the allocator (``engine.data.buffers``)."""
 
     def __init__(self, input: Dataset, buffer_size: int, seed: int | None) -> None:
         self._input = input
         self._buffer_size = check_count("shuffle", "buffer_size", buffer_size, 1)
         self._seed = None if seed is None else check_count("shuffle", "seed", seed, 0)
         self._passes = itertools.count()  # NOTE: next() on a count is atomic under the GIL
+        self._stage = Stage(self._describe(), input)
 
     def _cardinality(self) -> int:
         return self._input._cardinality()
@@ -54,10 +57,15 @@ class Shuffle(Dataset):
 
     def _elements(self) -> Iterator[Element]:
         upstream = self._input._iterate()
+        holding = self._stage.open()
         try:
-            yield from shuffle_buffered(upstream, self._buffer_size, self._next_generator())
+            held = ((element, holding.hold(element)) for element in upstream)
+            for element, entry in shuffle_buffered(held, self._buffer_size, self._next_generator()):
+                holding.leave(entry)
+                yield element
         finally:
             close_iterator(upstream)
+            holding.close()
 
 
 def shuffle_buffered(items: Iterator[Any], buffer_size: int, rng: np.random.Generator) -> Iterator[Any]:

@@ -5,6 +5,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from engine.data import stage_of
 from instrumentation.format import alert_names as names
 from instrumentation.format.memory_categories import ACTIVATION, GRADIENT, INPUT, OPTIMIZER_STATE, PARAMETER
 from instrumentation.memory.trend import Trend, growth, trend
@@ -52,6 +53,12 @@ class LeakGroup:
                 names.BYTES_PER_STEP: round(self.bytes_per_step, 3),
                 names.COUNT_PER_STEP: round(self.count_per_step, 3), names.LIVE_COUNT: self.live_count,
                 names.LIVE_BYTES: self.live_bytes}
+
+    def origin(self) -> str:
+        """Where the blocks come from, as an alert's message says it."""
+        if self.category == INPUT and stage_of(self.op):
+            return f"held by the input pipeline's {self.op}"
+        return f"(op {self.op or '-'}, module {self.module or '-'}) allocated at {self.site}"
 
 
 class TrendWindow:
@@ -152,6 +159,15 @@ def likely_cause(groups: list[LeakGroup]) -> str:
     if len(activation_ops) >= 3:
         return ("a whole forward graph survives each step: backward(retain_graph=True) on a graph that stays "
                 "referenced, or an output kept together with its graph; keep .detach() copies or .item() values")
+    stage = stage_of(top.op) if top.category == INPUT else None
+    if stage == "cache":
+        return ("cache() keeps every element of the pipeline's first pass: it grows until that pass ends, then "
+                "holds the whole data set; cache smaller elements (after decoding or cropping, in a smaller dtype) "
+                "or drop cache() if the data set does not fit")
+    if stage is not None:
+        return (f"the pipeline's {stage} stage is filling its buffer (up to buffer_size, or num_parallel_calls, "
+                "elements); a smaller buffer or smaller elements hold less, and prefetch(2) usually overlaps input "
+                "and training")
     if top.category == INPUT:
         return ("input batches accumulate: a queue or list of batches grows without bound (a producer running "
                 "ahead of training?); bound the queue")

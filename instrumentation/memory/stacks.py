@@ -7,6 +7,7 @@ from types import CodeType
 from typing import Callable
 
 import engine
+from engine.data import frame_site
 
 _ENGINE_DIR = os.path.dirname(os.path.abspath(engine.__file__)) + os.sep
 _INSTRUMENTATION_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -49,7 +50,7 @@ class StackRecorder:
         while frame is not None and len(lines) < self.depth:
             code = frame.f_code
             if code.co_filename in self._user_files:
-                lines.append(f"{_short_path(code.co_filename)}:{frame.f_lineno} {code.co_name}")
+                lines.append(frame_site(code.co_filename, frame.f_lineno, code.co_name))
             frame = frame.f_back
         return tuple(lines)
 
@@ -97,14 +98,3 @@ def _capturer(recorder: StackRecorder) -> Callable[[int], tuple[str, ...]]:
 def is_internal(filename: str) -> bool:
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
     return path.startswith(_INTERNAL_PREFIXES) or filename.startswith("<frozen ")
-
-
-def _short_path(filename: str) -> str:
-    """The path relative to the working directory when it is below it; otherwise as Python reports it."""
-    if filename.startswith("<"):
-        return filename
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:  # another drive on Windows
-        return filename
-    return filename if relative.startswith("..") else relative

@@ -428,8 +428,7 @@ class MemoryTracker:
             top = groups[0]
             subject = top.site
             message += (f": {top.count_per_step:.3g} {top.category} block(s) of shape {list(top.shape)} {top.dtype} per step "
-                        f"(op {top.op or '-'}, module {top.module or '-'}) allocated at {top.site}, "
-                        f"{format_bytes(top.bytes_per_step)}/step")
+                        f"{top.origin()}, {format_bytes(top.bytes_per_step)}/step")
         self.alerts.write(Alert(kind=names.LEAK, severity="warning", subject=subject,
                                 message=f"{message}. Likely cause: {cause}", step=step,
                                 evidence={"device": device, names.BYTES_PER_STEP: found.slope,
