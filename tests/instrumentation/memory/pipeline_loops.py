@@ -95,7 +95,7 @@ def write_prefetch_run(run_dir: Path, steps: int = 30) -> tuple[int, list[int]]:
     hooks.reset_step(0)
     before, filled_bytes = input_bytes(), []
     with SummaryWriter(run_dir) as writer:
-        tracker = MemoryTracker(writer)
+        tracker = MemoryTracker(writer, every=1)  # every step logged: the test reads each step
         iterator = iter(oversized_prefetch(steps + 120))
         try:
             train_on(iterator, steps, on_fetch=lambda: filled_bytes.append(wait_for_stages(PREFETCHED)))
