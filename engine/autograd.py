@@ -166,16 +166,15 @@ def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
     if _hooks.op_begin:
         _hooks.emit(_hooks.op_begin, name, module, inputs)
     scope = _hooks.site_scope
-    if scope is not None and _defined_outside_engine(cls):
+    outside = scope is not None and _defined_outside_engine(cls)
+    if outside:
         _hooks.site_scope = None
-        try:
-            start_ns = _now()
-            in_grads = fn.backward(grad)
-        finally:
-            _hooks.site_scope = scope
-    else:
+    try:
         start_ns = _now()
         in_grads = fn.backward(grad)
+    finally:
+        if outside:
+            _hooks.site_scope = scope
     records = _hooks.op
     if records:
         nbytes = 0
