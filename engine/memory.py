@@ -7,6 +7,8 @@ before the op computes anything (``check_room``); the limit is checked again whe
 engine, before any tensor, graph node or gradient refers to it, so an ``OutOfMemoryError`` leaves training
 state intact. NumPy's scratch space inside a single op is not counted; on CUDA the device's own limit applies
 too; a ``MemoryError`` that NumPy raises inside an op becomes an ``OutOfMemoryError`` (``refused_by_system``).
+The allocator reports to the engine's recorders (``engine.hooks``: ``buffer_alloc``, ``buffer_free``,
+``allocation_site``, ``at_peak``, ``oom``); what a memory tracker records on top lives in ``engine.memory_recording``.
 """
 from __future__ import annotations
 
@@ -215,13 +217,14 @@ def release(key: int) -> None:
     state.allocated -= entry[0]
     state.categories[entry[4]] -= entry[0]
     state.live_buffers -= 1
-    for record in _hooks.buffer_free:
-        try:
-            record(key, entry[0], entry[3], entry[4], entry[5])
-        except _hooks.PropagatingError:
-            raise
-        except Exception as error:  # noqa: BLE001 - recording must never break a free
-            _hooks.report_failure(record, error)
+    if _hooks.buffer_free:  # NOTE: the one path with recorders; written out (not hooks.emit): a call less per free
+        for record in _hooks.buffer_free:
+            try:
+                record(key, entry[0], entry[3], entry[4], entry[5])
+            except _hooks.PropagatingError:
+                raise
+            except Exception as error:  # noqa: BLE001 - recording must never break a free
+                _hooks.report_failure(record, error)
 
 
 def _leave_peak(state: _DeviceState, device: str) -> None:
