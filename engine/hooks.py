@@ -274,7 +274,9 @@ class _ObserverRecorder:
         emit(self._starts, op_event(name, module, inputs))
 
     def _op(self, name: str, module: str, inputs: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
-        emit(self._ends, op_event(name, module, inputs, tuple([o for o in outputs if o is not None]), output_bytes))
+        if not (outputs.__class__ is tuple and len(outputs) == 1 and outputs[0] is not None):  # a forward op's (out,)
+            outputs = tuple([o for o in outputs if o is not None])
+        emit(self._ends, op_event(name, module, inputs, outputs, output_bytes))
 
     def _buffer_alloc(self, buffer_id: int, nbytes: int, device: str, category: str, op_name: str, shape: Any,
                       dtype: Any) -> None:
