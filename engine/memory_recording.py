@@ -35,19 +35,22 @@ class SiteRecorder:
 
 
 class HistoryRing:
-    """A recorder appending one flat tuple per allocation and per free to ``ring`` (see the module docstring)."""
+    """A recorder appending one flat tuple per allocation and per free to ``ring`` (see the module docstring). Its
+    two methods are closures over the ring's ``append`` (they run per allocation: no attribute lookups)."""
 
-    __slots__ = ("ring", "_append")
+    __slots__ = ("ring", "buffer_alloc", "buffer_free")
 
     def __init__(self, ring: Any) -> None:
-        self.ring, self._append = ring, ring.append
+        self.ring, append, hooks, now = ring, ring.append, _hooks, _now
 
-    def buffer_alloc(self, buffer_id: int, nbytes: int, device: str, category: str, op: str, shape: Any,
-                     dtype: Any) -> None:
-        self._append((_now(), "alloc", nbytes, op, _hooks._step, device))
+        def buffer_alloc(buffer_id: int, nbytes: int, device: str, category: str, op: str, shape: Any,
+                         dtype: Any) -> None:
+            append((now(), "alloc", nbytes, op, hooks._step, device))
 
-    def buffer_free(self, buffer_id: int, nbytes: int, device: str, category: str, op: str) -> None:
-        self._append((_now(), "free", nbytes, op, _hooks._step, device))
+        def buffer_free(buffer_id: int, nbytes: int, device: str, category: str, op: str) -> None:
+            append((now(), "free", nbytes, op, hooks._step, device))
+
+        self.buffer_alloc, self.buffer_free = buffer_alloc, buffer_free
 
 
 class StepLog:
