@@ -439,7 +439,7 @@ def mark_step_begin() -> None:
     _step_open = True
     _step_start_ns = _now()
     if step_begin:
-        emit(step_begin, StepEvent(_step, _step_start_ns, 0))
+        emit(step_begin, _new_tuple(StepEvent, (_step, _step_start_ns, 0)))
 
 
 def mark_step_end() -> None:
@@ -450,7 +450,7 @@ def mark_step_end() -> None:
         mark_step_begin()
     if step_end:
         now = _now()
-        emit(step_end, StepEvent(_step, now, now - _step_start_ns))
+        emit(step_end, _new_tuple(StepEvent, (_step, now, now - _step_start_ns)))
     _step_open = False
     _step += 1
 
@@ -466,7 +466,7 @@ def cancel_step_begin() -> None:
 def report_data_wait(wait_ns: int) -> None:
     """Record time the training thread spent blocked on the input pipeline (a wait that ended just now)."""
     if data_wait:
-        emit(data_wait, DataWaitEvent(_step, int(wait_ns), _now()))
+        emit(data_wait, _new_tuple(DataWaitEvent, (_step, int(wait_ns), _now())))
 
 
 def reset_step(step: int = 0) -> None:
