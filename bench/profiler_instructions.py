@@ -42,7 +42,7 @@ def inner(variant: str, steps: int, warmup: int) -> None:
 
     context = None
     if variant == "oplog":
-        hooks.set_op_log(engine.op_log.OpLog())
+        hooks.add_recorder(engine.op_log.OpLog())
     elif variant in ("profile", "scheduled"):
         import instrumentation
         # scheduled: mid-cycle of a schedule (the profiler follows step_end; the cycle ends after the run)

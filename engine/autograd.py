@@ -116,10 +116,10 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
                 continue
             if id(fn) in wanted_nodes:
                 _collect(results, wanted_nodes[id(fn)], grad)
-            if _hooks.site_scope is not None and _defined_outside_engine(type(fn)):
-                in_grads = _backward_outside_site_scope(fn, grad, observed)
+            if observed or (_hooks.site_scope is not None and _defined_outside_engine(type(fn))):
+                in_grads = _call_backward(fn, grad)
             else:
-                in_grads = _call_backward(fn, grad) if observed else fn.backward(grad)
+                in_grads = fn.backward(grad)
             for parent, parent_grad, needed in zip(fn.parents, in_grads, fn.needs_input_grad):
                 if parent_grad is None or not needed:
                     continue
@@ -151,65 +151,49 @@ def _defined_outside_engine(cls: type) -> bool:
 _outside_engine: dict[type, bool] = {}
 
 
-def _backward_outside_site_scope(fn: Function, grad: np.ndarray, observed: bool) -> tuple[Any, ...]:
-    scope, _hooks.site_scope = _hooks.site_scope, None
-    try:
-        return _call_backward(fn, grad) if observed else fn.backward(grad)
-    finally:
-        _hooks.site_scope = scope
-
-
 def _collect(results: dict[int, tuple[Tensor, np.ndarray]], tensor: Tensor, array: np.ndarray) -> None:
     previous = results.get(id(tensor))
     results[id(tensor)] = (tensor, array if previous is None else previous[1] + array)
 
 
 def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
-    """``fn.backward(grad)`` recorded in the op log (``engine.op_log``), emitted as op events and/or checked."""
-    cls, log = type(fn), _hooks.op_log
+    """``fn.backward(grad)`` with recorders (``op_begin`` / ``op`` as ``<Op>Backward``, input the gradient, outputs
+    the input gradients): the one observed path of a backward op. A user-defined op's backward runs outside the site
+    scope (its allocations have sites of their own)."""
+    cls = type(fn)
     name = _backward_names.get(cls) or _backward_names.setdefault(cls, cls.__name__ + "Backward")
-    if _hooks.op_start or _hooks.op_end or log is None:
-        in_grads = _call_backward_with_events(fn, grad, name, log)
-    else:
+    module, inputs = fn.module, (grad,)
+    if _hooks.op_begin:
+        _hooks.emit(_hooks.op_begin, name, module, inputs)
+    scope = _hooks.site_scope
+    outside = scope is not None and _defined_outside_engine(cls)
+    if outside:
+        _hooks.site_scope = None
+    try:
         start_ns = _now()
         in_grads = fn.backward(grad)
+    finally:
+        if outside:
+            _hooks.site_scope = scope
+    records = _hooks.op
+    if records:
         nbytes = 0
         for g in in_grads:
             if g is not None:
                 nbytes += g.nbytes
-        log.record(name, fn.module, (grad,), start_ns, nbytes)
-    check = _hooks.output_check
-    if check is not None:
-        _hooks.run_output_check(check, name, fn.module, (grad,), in_grads)
-    return in_grads
-
-
-def _call_backward_with_events(fn: Function, grad: np.ndarray, name: str, log: Any) -> tuple[Any, ...]:
-    # NOTE: events are built as tuple.__new__(OpEvent, values): a NamedTuple's own __new__ is a Python call (~2x).
-    parents, module, step = fn.parents, fn.module, _hooks._step
-    shapes, dtypes = (grad.shape,), (_hooks.dtype_name(grad.dtype),)
-    if _hooks.op_start:
-        _hooks.emit(_hooks.op_start, _new_tuple(_hooks.OpEvent, (name, "backward", module, step, shapes, dtypes, (grad,),
-                                                                  (), 0, _now())))
-    start_ns = _now() if log is not None else 0
-    in_grads = fn.backward(grad)
-    if log is None and not _hooks.op_end:
-        return in_grads
-    outputs = tuple([g for g, p in zip(in_grads, parents) if g is not None])
-    nbytes = 0
-    for g in outputs:
-        nbytes += int(g.nbytes)
-    if log is not None:
-        log.record(name, module, (grad,), start_ns, nbytes)
-    if _hooks.op_end:
-        _hooks.emit(_hooks.op_end, _new_tuple(_hooks.OpEvent, (name, "backward", module, step, shapes, dtypes, (grad,),
-                                                                outputs, nbytes, _now())))
+        for record in records:
+            try:
+                record(name, module, inputs, in_grads, nbytes, start_ns)
+            except _PropagatingError:
+                raise
+            except Exception as error:  # noqa: BLE001 - observing must never break training
+                _hooks.report_failure(record, error)
     return in_grads
 
 
 _backward_names: dict[type, str] = {}  # op class -> its backward op's name ("Linear" -> "LinearBackward")
 _now = time.perf_counter_ns
-_new_tuple = tuple.__new__
+_PropagatingError = _hooks.PropagatingError
 
 
 def _free(fn: Function, retain_graph: bool) -> None:
@@ -227,11 +211,11 @@ def backward(output: Tensor, grad: Any = None, retain_graph: bool = False) -> No
     if output._ctx is not None and output._ctx.freed:
         raise RuntimeError(_FREED_MESSAGE.format(op=output._ctx.name))
     seed = _seed(output, grad)
-    previous_scope = _memory.enter_site_scope()  # every allocation below is this call's: one stack walk
+    previous_scope = _hooks.enter_site_scope()  # every allocation below is this call's: one stack walk
     try:
         _backward(output, seed, retain_graph)
     finally:
-        _memory.exit_site_scope(previous_scope)
+        _hooks.exit_site_scope(previous_scope)
 
 
 def _backward(output: Tensor, seed: np.ndarray, retain_graph: bool) -> None:

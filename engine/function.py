@@ -123,20 +123,17 @@ class Function:
         return result
 
     def _call_observed(self, inputs: tuple[Tensor, ...], needs_grad: bool) -> Tensor:
-        """``__call__`` with op events for observers, a record in the op log (``engine.op_log``) and/or the output check."""
+        """``__call__`` with recorders (``engine.hooks``: ``op_begin`` before the op computes, ``op`` after its
+        result is registered) and/or the DEBUG check: the one observed path of a forward op."""
         arrays = [t._data for t in inputs]
-        event = None
-        log = _hooks.op_log
-        observed = _hooks.op_start or _hooks.op_end
-        if (observed or log is not None or _hooks.output_check is not None) and not _hooks._step_open and \
-                _hooks.phase == "forward":
+        name, module = type(self).__name__, _hooks.module_stack[-1]
+        if _hooks.ops_observed and not _hooks._step_open and _hooks.phase == "forward":
             _hooks.mark_step_begin()
         if _memory.limit_set:
             self._check_room(arrays)
-        if observed and _hooks.op_start:  # NOTE: with op_end observers only, the one event is built after the op
-            event = _op_event(type(self).__name__, arrays)
-            _hooks.emit(_hooks.op_start, event)
-        start_ns = _now() if log is not None else 0
+        if _hooks.op_begin:
+            _hooks.emit(_hooks.op_begin, name, module, arrays)
+        start_ns = _now()
         try:
             out = self.forward(*arrays)
         except MemoryError as error:
@@ -144,35 +141,21 @@ class Function:
         if type(out) is not np.ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
             out = np.asarray(out)
         result = self._wrap(out, inputs, needs_grad)
-        if log is not None:
-            log.record(type(self).__name__, _hooks.module_stack[-1], arrays, start_ns, out.nbytes)
-        check = _hooks.output_check
-        if check is not None:
-            _hooks.run_output_check(check, type(self).__name__, _hooks.module_stack[-1], arrays, (out,))
-        if observed and _hooks.op_end:
-            _hooks.emit(_hooks.op_end, _ended(event, (out,)) if event is not None else
-                        _op_event(type(self).__name__, arrays, (out,), int(out.nbytes)))
+        # NOTE: the loops are written out here and in autograd._call_backward, not in a helper: a call per op less
+        outputs = (out,)
+        for record in _hooks.op:
+            try:
+                record(name, module, arrays, outputs, out.nbytes, start_ns)
+            except _PropagatingError:
+                raise
+            except Exception as error:  # noqa: BLE001 - observing must never break training
+                _hooks.report_failure(record, error)
         if _config.DEBUG:
-            _debug_check(type(self).__name__, out)
+            _debug_check(name, out)
         return result
 
 
-def _op_event(op: str, arrays: list[Any], outputs: tuple[Any, ...] = (), output_bytes: int = 0) -> _hooks.OpEvent:
-    """The op's event at this moment: its start (no outputs) or, when nobody watches op_start, its end."""
-    names, dtype_name = _hooks._dtype_names, _hooks.dtype_name  # NOTE: list comprehensions, not generators (~3x)
-    return tuple.__new__(_hooks.OpEvent, (op, _hooks.phase, _hooks.module_stack[-1], _hooks._step,
-                                          tuple([a.shape for a in arrays]),
-                                          tuple([names.get(a.dtype) or dtype_name(a.dtype) for a in arrays]),
-                                          tuple(arrays), outputs, output_bytes, time.perf_counter_ns()))
-
-
-def _ended(event: _hooks.OpEvent, outputs: tuple[Any, ...]) -> _hooks.OpEvent:
-    """``event`` with its outputs and end time (built as tuple.__new__: an OpEvent(...) call costs ~2x more)."""
-    nbytes = 0
-    for o in outputs:
-        if o is not None:
-            nbytes += int(o.nbytes)
-    return tuple.__new__(_hooks.OpEvent, (*event[:7], outputs, nbytes, time.perf_counter_ns()))
+_PropagatingError = _hooks.PropagatingError
 
 
 def _debug_check(op: str, out: Any) -> None:

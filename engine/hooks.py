@@ -1,16 +1,19 @@
-"""Hook points of the engine: ops, allocations, steps and input waits; near-zero cost when nobody listens.
+"""The engine's one way out of its hot paths — a list of recorders — and where the training thread is.
 
-An observer is any object with a subset of the methods ``op_start(OpEvent)``, ``op_end(OpEvent)``,
-``alloc(MemoryEvent)``, ``free(MemoryEvent)``, ``oom(OomEvent)``, ``step_begin(StepEvent)``,
-``step_end(StepEvent)``, ``data_wait(DataWaitEvent)``, ``module_begin(ModuleEvent)``,
-``module_end(ModuleEvent)``, ``optimizer_step_begin(OptimizerEvent)`` and ``optimizer_step_end(OptimizerEvent)``.
-The engine checks a plain list per hook point (per op: the one flag ``ops_observed``), so with no observer the
-cost is one attribute load and a truth test. A profiler can instead install an ``engine.op_log.OpLog``
-(``set_op_log``): the engine then appends a few ints per op to it, with no event object and no call; a numerics
-check can install ``set_output_check(check)``: one call per op with its input and output arrays, no event. An exception raised by an observer is reported once (per observer and hook point) on stderr and
-the observer keeps receiving later events: observing must never break training. The one exception is a
-``PropagatingError`` (e.g. ``engine.NonFiniteError``), which an observer raises on purpose to stop the
-computation. Hook state is process-global and meant for the training thread.
+A recorder is any object with a subset of the methods in ``RECORDER_METHODS`` (``Recorder`` documents each; a
+subclass of it is called only for the methods it overrides); ``add_recorder`` puts it in the one list ``recorders`` and ``remove_recorder`` takes it out. For
+speed the engine reads, per method, a tuple of the bound methods of the recorders that have it (``hooks.op``,
+``hooks.step_end`` …, rebuilt from ``recorders`` on every change), so with no recorder a hook point costs one
+attribute load and a truth test (per op: the one flag ``ops_observed``). Recorders are called in the order of
+their ``recorder_order`` (default 0; the engine's own readings, the op log and the allocator's step logs, use -1 so
+they read before others work), then of addition.
+
+Users' observers (``subscribe``) keep their event interface — ``op_start(OpEvent)``, ``op_end(OpEvent)``,
+``alloc(MemoryEvent)``, ``free(MemoryEvent)`` and the event methods recorders share — through an adapter recorder
+that builds the events. An exception raised by a recorder or an observer is reported once (per object and method,
+kept by the object until it is removed) on stderr and it keeps receiving later calls: observing must never break
+training. The one exception is a ``PropagatingError`` (e.g. ``engine.NonFiniteError``), raised on purpose to stop
+the computation. Hook state is process-global and meant for the training thread.
 """
 from __future__ import annotations
 
@@ -18,43 +21,45 @@ import sys
 import time
 from typing import Any, NamedTuple
 
+# What a recorder may implement (see engine.recorders.Recorder for each signature).
+RECORDER_METHODS = ("op_begin", "op", "buffer_alloc", "buffer_free", "allocation_site", "at_peak", "oom", "step_begin",
+                    "step_end", "data_wait", "module_begin", "module_end", "optimizer_step_begin",
+                    "optimizer_step_end")
+# What a user's observer may implement (``subscribe``).
 HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "oom", "step_begin", "step_end", "data_wait", "module_begin",
                "module_end", "optimizer_step_begin", "optimizer_step_end")
+# The observer methods a recorder shares (same name, same event object): passed on without an adapter call.
+_SHARED_POINTS = ("oom", "step_begin", "step_end", "data_wait", "module_begin", "module_end", "optimizer_step_begin",
+                  "optimizer_step_end")
 
-# Per hook point: the bound methods of the subscribed observers. The engine tests these lists directly.
-op_start: list = []
-op_end: list = []
-alloc: list = []
-free: list = []
-step_begin: list = []
-step_end: list = []
-data_wait: list = []
-oom: list = []
-module_begin: list = []
-module_end: list = []
-optimizer_step_begin: list = []
-optimizer_step_end: list = []
+recorders: list[Any] = []  # the one list, in call order
 
-# The profiler's fast path (engine.op_log.OpLog): while set, the engine appends every op to it directly.
-op_log: Any = None
-# check_numerics's fast path: while set, the engine calls output_check(op, module, inputs, outputs) after every op
-# (forward and backward), with no event object. It may raise a PropagatingError; any other error is reported once.
-output_check: Any = None
-# op_start or op_end or op_log or output_check: the one flag Function.__call__ tests per op (kept by subscribe,
-# unsubscribe, set_op_log and set_output_check).
-ops_observed: bool = False
+# Per recorder method: the bound methods of the recorders that have it, in call order (kept by _rebuild).
+op_begin: tuple = ()
+op: tuple = ()
+buffer_alloc: tuple = ()
+buffer_free: tuple = ()
+at_peak: tuple = ()
+oom: tuple = ()
+step_begin: tuple = ()
+step_end: tuple = ()
+data_wait: tuple = ()
+module_begin: tuple = ()
+module_end: tuple = ()
+optimizer_step_begin: tuple = ()
+optimizer_step_end: tuple = ()
+allocation_site: Any = None  # the first recorder's allocation_site, or None (only one site is kept per buffer)
+ops_observed: bool = False  # op_begin or op: the one flag Function.__call__ and backward test per op
+optimizer_observed: bool = False  # optimizer_step_begin or optimizer_step_end: Optimizer.step's one test
+memory_observed: bool = False  # buffer_alloc or buffer_free or allocation_site
 
-# The allocation site shared by every allocation of the engine call running now (``engine.memory.site_scope``):
-# while set, the allocator records it instead of asking its site recorder to walk the stack. None outside.
+# The allocation site shared by every allocation of the engine call running now (``enter_site_scope``): while set,
+# the allocator records it instead of asking ``allocation_site`` again. None outside.
 site_scope: Any = None
 
-# engine.memory's step end (``memory.add_step_log``): while set, mark_step_end calls it with the ending step before
-# observers get ``step_end``.
-step_recorder: Any = None
-
-_observers: list[Any] = []
-_owners: dict[int, tuple[Any, str]] = {}  # id(subscribed method) -> (observer, hook point)
-_reported: set[tuple[int, str]] = set()
+_observers: list[tuple[Any, Any]] = []  # (user's observer, its adapter recorder)
+_owners: list[tuple[Any, Any, str]] = []  # (callable the engine calls, the object reported for it, method name)
+_failed: list[tuple[Any, str]] = []  # (object, method name) whose failure was reported; forgotten on removal
 
 # Where the training thread is: module path stack (the sentinel "" is the top level), phase and step.
 module_stack: list[str] = [""]
@@ -130,7 +135,7 @@ class OptimizerEvent(NamedTuple):
 
 
 class PropagatingError(Exception):
-    """Base of errors an observer raises on purpose to stop the computation; hooks let these through."""
+    """Base of errors a recorder raises on purpose to stop the computation; hooks let these through."""
 
 
 class StepEvent(NamedTuple):
@@ -145,92 +150,246 @@ class DataWaitEvent(NamedTuple):
     time_ns: int
 
 
+class Recorder:
+    """The recorder interface: the methods the engine calls, each optional. Subclass it and override what you need
+    (the engine calls only overridden methods), or write any object with some of these methods. Op and allocator
+    methods get plain arguments (they run per op and per allocation: no event object); the others get the events
+    users' observers get. ``recorder_order`` (class attribute, default 0) orders the calls: lower first."""
+
+    recorder_order = 0
+
+    def op_begin(self, op: str, module: str, inputs: Any) -> None:
+        """Before an op computes: its name (a backward op's is ``<Op>Backward``), the module it runs in and its input
+        arrays (a backward op's: the gradient of its output). ``phase`` and ``current_step()`` are the op's."""
+
+    def op(self, op: str, module: str, inputs: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
+        """After an op: ``outputs`` its result arrays (a backward op's: one input gradient per input, None where none
+        is computed), ``output_bytes`` their size, ``start_ns`` the clock right before it computed. May raise a
+        ``PropagatingError`` to stop the computation."""
+
+    def buffer_alloc(self, buffer_id: int, nbytes: int, device: str, category: str, op: str, shape: Any,
+                     dtype: Any) -> None:
+        """The allocator registered a new buffer (module, phase and step: the hooks' now)."""
+
+    def buffer_free(self, buffer_id: int, nbytes: int, device: str, category: str, op: str) -> None:
+        """The allocator freed a buffer (``op``: the one that allocated it)."""
+
+    def allocation_site(self) -> Any:
+        """What to keep as a new buffer's ``LiveBlock.site`` (only the first recorder that has this is asked)."""
+
+    def at_peak(self, device: str, allocated_bytes: int) -> None:
+        """The first free after a new step-peak high on ``device``: the buffers live now are the peak's."""
+
+    def oom(self, event: OomEvent) -> None:
+        """An allocation was refused; ``OutOfMemoryError`` is raised after this."""
+
+    def step_begin(self, event: StepEvent) -> None: ...
+    def step_end(self, event: StepEvent) -> None: ...
+    def data_wait(self, event: DataWaitEvent) -> None: ...
+    def module_begin(self, event: ModuleEvent) -> None: ...
+    def module_end(self, event: ModuleEvent) -> None: ...
+    def optimizer_step_begin(self, event: OptimizerEvent) -> None: ...
+    def optimizer_step_end(self, event: OptimizerEvent) -> None: ...
+
+
+def _implemented(recorder: Any, name: str) -> Any:
+    """``recorder``'s method ``name`` if it has one that is not ``Recorder``'s empty default, else None."""
+    method = getattr(recorder, name, None)
+    if not callable(method) or getattr(method, "__func__", None) is Recorder.__dict__.get(name):
+        return None
+    return method
+
+
+# --- the recorder list -----------------------------------------------------------------------------------------
+
+def add_recorder(recorder: Any) -> Any:
+    """Put ``recorder`` in the list (once; adding it again does nothing); returns it (the handle)."""
+    if any(r is recorder for r in recorders):
+        return recorder
+    if not any(_implemented(recorder, name) for name in RECORDER_METHODS):
+        raise TypeError(f"{type(recorder).__name__} has none of the recorder methods {', '.join(RECORDER_METHODS)}")
+    order = getattr(recorder, "recorder_order", 0)
+    at = len(recorders)
+    while at and getattr(recorders[at - 1], "recorder_order", 0) > order:
+        at -= 1
+    recorders.insert(at, recorder)
+    _rebuild()
+    return recorder
+
+
+def remove_recorder(recorder: Any) -> None:
+    """Take ``recorder`` out of the list and forget its reported failures; unknown ones are ignored."""
+    kept = [r for r in recorders if r is not recorder]
+    if len(kept) == len(recorders):
+        return
+    recorders[:] = kept
+    _forget(recorder)
+    _rebuild()
+
+
+def _rebuild() -> None:
+    """The per-method tuples and flags from ``recorders``; ``_owners`` for the engine's calls."""
+    global allocation_site, ops_observed, optimizer_observed, memory_observed
+    module = globals()
+    owners = [entry for entry in _owners if entry[2] in HOOK_POINTS and entry[2] not in _SHARED_POINTS]
+    for name in RECORDER_METHODS:
+        methods = []
+        for recorder in recorders:
+            method = _implemented(recorder, name)
+            if method is not None:
+                methods.append(method)
+                owner = getattr(recorder, "observer", recorder) if isinstance(recorder, _ObserverRecorder) else recorder
+                owners.append((method, owner, name))
+        module[name] = tuple(methods) if name != "allocation_site" else (methods[0] if methods else None)
+    _owners[:] = owners
+    ops_observed = bool(op_begin or op)
+    optimizer_observed = bool(optimizer_step_begin or optimizer_step_end)
+    memory_observed = bool(buffer_alloc or buffer_free or allocation_site is not None)
+
+
+# --- users' observers: the event interface, adapted to the recorder list --------------------------------------------
+
+class _ObserverRecorder:
+    """A user's observer as a recorder: shared event methods are the observer's own bound methods (no extra call);
+    op_start/op_end and alloc/free get their events built here."""
+
+    def __init__(self, observer: Any) -> None:
+        self.observer = observer
+        for name in _SHARED_POINTS:
+            method = getattr(observer, name, None)
+            if callable(method):
+                setattr(self, name, method)
+        self._starts, self._ends, self._allocs, self._frees = (
+            _observer_methods(observer, name) for name in ("op_start", "op_end", "alloc", "free"))
+        if self._starts:
+            self.op_begin = self._op_begin
+        if self._ends:
+            self.op = self._op
+        if self._allocs:
+            self.buffer_alloc = self._buffer_alloc
+        if self._frees:
+            self.buffer_free = self._buffer_free
+
+    def _op_begin(self, name: str, module: str, inputs: Any) -> None:
+        emit(self._starts, op_event(name, module, inputs))
+
+    def _op(self, name: str, module: str, inputs: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
+        if not (outputs.__class__ is tuple and len(outputs) == 1 and outputs[0] is not None):  # a forward op's (out,)
+            outputs = tuple([o for o in outputs if o is not None])
+        emit(self._ends, op_event(name, module, inputs, outputs, output_bytes))
+
+    def _buffer_alloc(self, buffer_id: int, nbytes: int, device: str, category: str, op_name: str, shape: Any,
+                      dtype: Any) -> None:
+        emit(self._allocs, _new_tuple(MemoryEvent, (
+            "alloc", nbytes, device, buffer_id, category, op_name, module_stack[-1], phase, _step,
+            shape if shape.__class__ is tuple else tuple(shape), _dtype_names.get(dtype) or dtype_name(dtype),
+            _now())))
+
+    def _buffer_free(self, buffer_id: int, nbytes: int, device: str, category: str, op_name: str) -> None:
+        emit(self._frees, _new_tuple(MemoryEvent, ("free", nbytes, device, buffer_id, category, "", module_stack[-1],
+                                                   phase, _step, (), "", _now())))
+
+
+def _observer_methods(observer: Any, name: str) -> tuple:
+    method = getattr(observer, name, None)
+    if not callable(method):
+        return ()
+    _owners.append((method, observer, name))
+    return (method,)
+
+
 def subscribe(observer: Any) -> Any:
     """Attach ``observer`` to every hook point it has a method for; returns the observer (the handle)."""
-    if any(o is observer for o in _observers):
+    if any(o is observer for o, _ in _observers):
         return observer
-    methods = [(name, getattr(observer, name, None)) for name in HOOK_POINTS]
-    if not any(callable(m) for _, m in methods):
+    if not any(callable(getattr(observer, name, None)) for name in HOOK_POINTS):
         raise TypeError(f"{type(observer).__name__} has none of the hook methods {', '.join(HOOK_POINTS)}")
-    _observers.append(observer)
-    for name, method in methods:
-        if callable(method):
-            _owners[id(method)] = (observer, name)
-            globals()[name].append(method)
-    _refresh_ops_observed()
+    adapter = _ObserverRecorder(observer)
+    _observers.append((observer, adapter))
+    add_recorder(adapter)
     return observer
 
 
 def unsubscribe(observer: Any) -> None:
     """Detach ``observer`` from every hook point; unknown observers are ignored."""
-    kept = [o for o in _observers if o is not observer]
-    if len(kept) == len(_observers):
-        return
-    _observers[:] = kept
-    removed = []
-    for name in HOOK_POINTS:  # NOTE: one callable may serve several hook points (alloc = free = record)
-        points = globals()[name]
-        remaining = []
-        for hook in points:
-            (removed if _owners.get(id(hook), (None,))[0] is observer else remaining).append(hook)
-        points[:] = remaining
-    for hook in removed:
-        _owners.pop(id(hook), None)
-    # NOTE: failures are keyed by id(observer); forget them, or a later observer reusing the id is never reported.
-    _reported.difference_update([key for key in _reported if key[0] == id(observer)])
-    _refresh_ops_observed()
-
-
-def set_op_log(log: Any) -> Any:
-    """Install ``log`` (an ``engine.op_log.OpLog``, or None to remove it) as the op log; returns the previous one."""
-    global op_log
-    previous, op_log = op_log, log
-    _refresh_ops_observed()
-    return previous
-
-
-def set_output_check(check: Any) -> Any:
-    """Install ``check(op, module, inputs, outputs)`` (or None to remove it), called after every op with the op's
-    input and output arrays (an output may be None: a backward op's gradient for an input that needs none);
-    returns the previous one. The phase and step are ``phase`` and ``current_step()`` at that moment."""
-    global output_check
-    if check is not None and not callable(check):
-        raise TypeError(f"set_output_check needs a callable or None, got {type(check).__name__}")
-    previous, output_check = output_check, check
-    _refresh_ops_observed()
-    return previous
-
-
-def run_output_check(check: Any, op: str, module: str, inputs: Any, outputs: Any) -> None:
-    """``check(...)`` as the engine calls it: a PropagatingError goes through, any other error is reported once."""
-    try:
-        check(op, module, inputs, outputs)
-    except PropagatingError:
-        raise
-    except Exception as error:  # noqa: BLE001 - observing must never break training
-        _report_failure(check, error)
-
-
-def _refresh_ops_observed() -> None:
-    global ops_observed
-    ops_observed = bool(op_start or op_end or op_log is not None or output_check is not None)
+    for known, adapter in _observers:
+        if known is observer:
+            _observers[:] = [entry for entry in _observers if entry[0] is not observer]
+            _owners[:] = [entry for entry in _owners if entry[1] is not observer]
+            _forget(observer)
+            remove_recorder(adapter)
+            return
 
 
 def observers() -> tuple[Any, ...]:
-    return tuple(_observers)
+    """Everything attached: the users' observers and the other recorders."""
+    return tuple(getattr(r, "observer", r) if isinstance(r, _ObserverRecorder) else r for r in recorders)
 
 
-def _report_failure(hook: Any, error: Exception) -> None:
-    """Say once per observer and hook point that an observer failed; the event is skipped for it."""
-    observer, name = _owners.get(id(hook), (hook, getattr(hook, "__name__", "?")))
-    key = (id(observer), name)
-    if key not in _reported:
-        _reported.add(key)
-        print(f"engine.hooks: observer {type(observer).__name__}.{name} failed and is skipped for this event "
-              f"({type(error).__name__}: {error}); further failures are not reported", file=sys.stderr)
+# --- calling recorders ---------------------------------------------------------------------------------------------
+
+def emit(methods: tuple, *args: Any) -> None:
+    """Call each of ``methods`` (a per-method tuple, e.g. ``hooks.step_end``) with ``args``: a PropagatingError goes
+    through, any other error is reported once (``report_failure``) and the others are still called."""
+    if site_scope is not None:  # a recorder is code of its own: what it allocates is not the engine call's
+        _emit_outside_site_scope(methods, args)
+        return
+    for method in methods:
+        try:
+            method(*args)
+        except PropagatingError:
+            raise
+        except Exception as error:  # noqa: BLE001 - observing must never break training
+            report_failure(method, error)
+
+
+def _emit_outside_site_scope(methods: tuple, args: tuple) -> None:
+    global site_scope
+    scope, site_scope = site_scope, None
+    try:
+        emit(methods, *args)
+    finally:
+        site_scope = scope
+
+
+def report_failure(method: Any, error: Exception) -> None:
+    """Say once per object and method that ``method`` (a callable the engine called) failed; the call is skipped."""
+    owner, name = next(((o, n) for m, o, n in _owners if m is method), (method, getattr(method, "__name__", "?")))
+    if any(o is owner and n == name for o, n in _failed):
+        return
+    _failed.append((owner, name))
+    print(f"engine.hooks: {type(owner).__name__}.{name} failed and is skipped for this event "
+          f"({type(error).__name__}: {error}); further failures are not reported", file=sys.stderr)
+
+
+def _forget(owner: Any) -> None:
+    _failed[:] = [(o, n) for o, n in _failed if o is not owner]
+
+
+def enter_site_scope() -> Any:
+    """At the entry of an engine call that runs no user code while it allocates (``backward()``): ask the
+    ``allocation_site`` recorder once, here, for the site every allocation of the call gets (the caller's line, as
+    each allocation's own stack walk would find it). Returns what ``exit_site_scope`` restores. Engine code that
+    calls user code inside the scope (a user-defined op's backward, ``emit``) clears ``site_scope`` for that call."""
+    global site_scope
+    previous, site = site_scope, allocation_site
+    if site is None or previous is not None:
+        return previous
+    try:
+        site_scope = site()
+    except Exception as error:  # noqa: BLE001 - recording must never break the computation
+        report_failure(site, error)
+    return previous
+
+
+def exit_site_scope(previous: Any) -> None:
+    global site_scope
+    site_scope = previous
 
 
 _dtype_names: dict[Any, str] = {}
+_new_tuple = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__ (~2x)
+_now = time.perf_counter_ns
 
 
 def dtype_name(dtype: Any) -> str:
@@ -241,27 +400,12 @@ def dtype_name(dtype: Any) -> str:
     return name
 
 
-def emit(points: list, event: Any) -> None:
-    """Call every subscribed method of a hook point (the lists hold the bound methods themselves: one call each)."""
-    if site_scope is not None:  # an observer is code of its own: what it allocates is not the engine call's
-        _emit_outside_site_scope(points, event)
-        return
-    for hook in points:
-        try:
-            hook(event)
-        except PropagatingError:
-            raise
-        except Exception as error:  # noqa: BLE001 - observing must never break training
-            _report_failure(hook, error)
-
-
-def _emit_outside_site_scope(points: list, event: Any) -> None:
-    global site_scope
-    scope, site_scope = site_scope, None
-    try:
-        emit(points, event)
-    finally:
-        site_scope = scope
+def op_event(name: str, module: str, arrays: Any, outputs: tuple[Any, ...] = (), output_bytes: int = 0) -> OpEvent:
+    """The event of op ``name`` of ``module`` now: its start (no outputs) or its end."""
+    names = _dtype_names  # NOTE: list comprehensions, not generators (~3x)
+    return _new_tuple(OpEvent, (name, phase, module, _step, tuple([a.shape for a in arrays]),
+                                tuple([names.get(a.dtype) or dtype_name(a.dtype) for a in arrays]), tuple(arrays),
+                                outputs, output_bytes, _now()))
 
 
 # --- where the training thread is -------------------------------------------------------------------
@@ -293,27 +437,20 @@ def mark_step_begin() -> None:
     if _step_open:
         return
     _step_open = True
-    _step_start_ns = time.perf_counter_ns()
+    _step_start_ns = _now()
     if step_begin:
-        emit(step_begin, tuple.__new__(StepEvent, (_step, _step_start_ns, 0)))
+        emit(step_begin, _new_tuple(StepEvent, (_step, _step_start_ns, 0)))
 
 
 def mark_step_end() -> None:
-    """Close the current step (``optimizer.step()`` calls this) and advance the step counter.
-
-    An installed op log gets the step's ``STEP_END`` record (``engine.op_log``) and the allocator's step logs their
-    records (``engine.memory.add_step_log``) before observers get ``step_end``."""
+    """Close the current step (``optimizer.step()`` calls this) and advance the step counter; ``step_end``
+    recorders get the step's ``StepEvent`` (its duration since ``step_begin``)."""
     global _step_open, _step
     if not _step_open:
         mark_step_begin()
-    now = time.perf_counter_ns()
-    log = op_log
-    if log is not None:
-        log.extend((log.STEP_END, _step, _step_start_ns, now, 0, 0))
-    if step_recorder is not None:
-        step_recorder(_step)
     if step_end:
-        emit(step_end, tuple.__new__(StepEvent, (_step, now, now - _step_start_ns)))
+        now = _now()
+        emit(step_end, _new_tuple(StepEvent, (_step, now, now - _step_start_ns)))
     _step_open = False
     _step += 1
 
@@ -321,23 +458,15 @@ def mark_step_end() -> None:
 def cancel_step_begin() -> None:
     """Take back a ``mark_step_begin`` whose step never started (the fetch found the data exhausted).
 
-    Observers saw a ``step_begin``; the next one for the same step index replaces it."""
+    Recorders saw a ``step_begin``; the next one for the same step index replaces it."""
     global _step_open
     _step_open = False
 
 
 def report_data_wait(wait_ns: int) -> None:
-    """Record time the training thread spent blocked on the input pipeline (a wait that ended just now).
-
-    An installed op log gets a ``DATA_WAIT`` record (``engine.op_log``); observers get ``data_wait``."""
-    log = op_log
-    if log is None and not data_wait:
-        return
-    wait_ns, now = int(wait_ns), time.perf_counter_ns()
-    if log is not None:
-        log.extend((log.DATA_WAIT, _step, now - wait_ns, now, 0, 0))
+    """Record time the training thread spent blocked on the input pipeline (a wait that ended just now)."""
     if data_wait:
-        emit(data_wait, DataWaitEvent(_step, wait_ns, now))
+        emit(data_wait, _new_tuple(DataWaitEvent, (_step, int(wait_ns), _now())))
 
 
 def reset_step(step: int = 0) -> None:

@@ -7,14 +7,15 @@ before the op computes anything (``check_room``); the limit is checked again whe
 engine, before any tensor, graph node or gradient refers to it, so an ``OutOfMemoryError`` leaves training
 state intact. NumPy's scratch space inside a single op is not counted; on CUDA the device's own limit applies
 too; a ``MemoryError`` that NumPy raises inside an op becomes an ``OutOfMemoryError`` (``refused_by_system``).
+The allocator reports to the engine's recorders (``engine.hooks``: ``buffer_alloc``, ``buffer_free``,
+``allocation_site``, ``at_peak``, ``oom``); what a memory tracker records on top lives in ``engine.memory_recording``.
 """
 from __future__ import annotations
 
 import gc
-import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -66,7 +67,7 @@ class LiveBlock(NamedTuple):
     shape: tuple[int, ...]
     dtype: str
     tensors: int  # tensor references (views share their base buffer)
-    site: Any = None  # what the site recorder returned at register() (None without one: ``add_site_recorder``)
+    site: Any = None  # what the allocation_site recorder returned at register() (None without one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,19 +79,9 @@ class StepPeak:
     by_category: dict[str, int]
 
 
-@dataclass(frozen=True, slots=True)
-class PeakCapture:
-    """The live blocks at a peak of at least the armed size (``arm_peak_capture``)."""
-
-    device: str
-    step: int
-    bytes: int
-    blocks: tuple[LiveBlock, ...]
-
-
 class _DeviceState:
     __slots__ = ("allocated", "peak", "live_tensors", "live_buffers", "limit", "categories", "step_peak", "rising",
-                 "peak_categories", "capture_bytes", "captured", "ended", "taken")
+                 "peak_categories", "ended")
 
     def __init__(self) -> None:
         self.allocated = self.peak = self.live_tensors = self.live_buffers = self.step_peak = 0
@@ -98,10 +89,7 @@ class _DeviceState:
         self.categories: dict[str, int] = {}  # category -> bytes live now
         self.rising = False  # allocated reached step_peak and nothing was freed since: categories are the peak's
         self.peak_categories: dict[str, int] = {}  # categories at step_peak, when not rising
-        self.capture_bytes: int | None = None  # arm_peak_capture: copy the live buffers at a peak >= this
-        self.captured: tuple[int, int, dict[int, list]] | None = None  # (step, bytes, copy of _buffers)
         self.ended: tuple | None = None  # (step, allocated, peak, at peak, now) of the last end_step_peak(step=…)
-        self.taken: tuple | None = None  # (step, hooks.step_resets, capture) of the last take_peak_capture(step=…)
 
 
 _devices: dict[str, _DeviceState] = {"cpu": _DeviceState()}
@@ -109,14 +97,6 @@ limit_set = False  # some device has a limit: ops then call check_room before co
 # id(root buffer) -> [bytes, tensor references, device state, device name, category, op, module, phase, step, shape,
 #                     dtype, site]: what register() knew; nothing after the references changes.
 _buffers: dict[int, list] = {}
-# Optional per-allocation recording, installed by a memory tracker (None: nothing is called or appended).
-_site_recorder: Callable[[], Any] | None = None  # the first of _site_recorders
-_site_recorders: list[Callable[[], Any]] = []
-_history_append: Callable[[tuple], None] | None = None  # appends to every ring of _history_rings
-_history_rings: list[Any] = []
-_failed_recorders: list[Any] = []  # site recorders and step logs whose failure was reported; forgotten on removal
-_step_logs: list[StepLog] = []  # add_step_log
-_last_live: tuple = (None, ())  # (live buffer count and bytes per device, live_set()) at the last step end taking one
 
 
 def _state(device: str) -> _DeviceState:
@@ -166,22 +146,28 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
         state.peak = allocated
     state.live_tensors += 1
     state.live_buffers += 1
-    module, phase, step, shape, dtype = _hooks.module_stack[-1], _hooks.phase, _hooks._step, array.shape, array.dtype
-    if site is None and _site_recorder is not None:
-        site = _hooks.site_scope
-        if site is None:
+    shape, dtype = array.shape, array.dtype
+    if not _hooks.memory_observed:
+        _buffers[key] = [nbytes, 1, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
+                         shape, dtype, site]
+        return key
+    # NOTE: the one path with recorders; the loop is written out (not hooks.emit): a call less per allocation
+    if site is None:
+        site, site_of = _hooks.site_scope, _hooks.allocation_site
+        if site is None and site_of is not None:
             try:
-                site = _site_recorder()
+                site = site_of()
             except Exception as error:  # noqa: BLE001 - recording must never break an allocation
-                _recorder_failed(_site_recorder, error)
-    _buffers[key] = [nbytes, 1, state, device, category, op, module, phase, step, shape, dtype, site]
-    if _history_append is not None:
-        _history_append((_perf_counter_ns(), "alloc", nbytes, op, step, device))
-    if _hooks.alloc:  # NOTE: the event is built here, not in a helper: one call less per allocation
-        _hooks.emit(_hooks.alloc, _new_tuple(_MemoryEvent, (
-            "alloc", nbytes, device, key, category, op, module, phase, step,
-            shape if shape.__class__ is tuple else tuple(shape), _dtype_names.get(dtype) or _hooks.dtype_name(dtype),
-            _perf_counter_ns())))
+                _hooks.report_failure(site_of, error)
+    _buffers[key] = [nbytes, 1, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
+                     shape, dtype, site]
+    for record in _hooks.buffer_alloc:
+        try:
+            record(key, nbytes, device, category, op, shape, dtype)
+        except _hooks.PropagatingError:
+            raise
+        except Exception as error:  # noqa: BLE001 - recording must never break an allocation
+            _hooks.report_failure(record, error)
     return key
 
 
@@ -230,31 +216,29 @@ def release(key: int) -> None:
     if entry[1]:
         return
     if state.rising:  # the first free after a peak: keep the categories as they were at it
-        _leave_peak(state)
+        _leave_peak(state, entry[3])
     del _buffers[key]
     state.allocated -= entry[0]
     state.categories[entry[4]] -= entry[0]
     state.live_buffers -= 1
-    if _history_append is not None:
-        _history_append((_perf_counter_ns(), "free", entry[0], entry[5], _hooks._step, entry[3]))
-    if _hooks.free:
-        _hooks.emit(_hooks.free, _new_tuple(_MemoryEvent, ("free", entry[0], entry[3], key, entry[4], "",
-                                                           _hooks.module_stack[-1], _hooks.phase, _hooks._step, (), "",
-                                                           _perf_counter_ns())))
+    if _hooks.buffer_free:  # NOTE: the one path with recorders; written out (not hooks.emit): a call less per free
+        for record in _hooks.buffer_free:
+            try:
+                record(key, entry[0], entry[3], entry[4], entry[5])
+            except _hooks.PropagatingError:
+                raise
+            except Exception as error:  # noqa: BLE001 - recording must never break a free
+                _hooks.report_failure(record, error)
 
 
-def _leave_peak(state: _DeviceState) -> None:
+def _leave_peak(state: _DeviceState, device: str) -> None:
     state.rising = False
     state.peak_categories = state.categories.copy()
-    if state.capture_bytes is not None and state.allocated >= state.capture_bytes:
-        state.captured = (_hooks._step, state.allocated, dict(_buffers))
-        state.capture_bytes = state.allocated + 1  # a higher peak later replaces it
+    if _hooks.at_peak:  # the buffers live now are the peak's (engine.memory_recording keeps a copy when asked)
+        _hooks.emit(_hooks.at_peak, device, state.allocated)
 
 
 _new_tuple = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__ (~2x)
-_MemoryEvent = _hooks.MemoryEvent
-_dtype_names = _hooks._dtype_names  # hooks.dtype_name's memo
-_perf_counter_ns = time.perf_counter_ns
 
 
 def stats(device: str = "cpu") -> MemoryStats:
@@ -403,184 +387,32 @@ def _close_step(state: _DeviceState, step: int | None) -> tuple:
     return ended
 
 
-def arm_peak_capture(device: str, min_bytes: int | None) -> None:
-    """Keep a copy of the live buffers at the next peak of at least ``min_bytes`` on ``device`` (the first free
-    after it, or ``take_peak_capture`` while still at it); a higher peak later replaces it. None disarms. Costs
-    nothing per allocation: the copy is made once per peak that qualifies."""
-    if min_bytes is not None and (not isinstance(min_bytes, (int, np.integer)) or min_bytes < 0):
-        raise ValueError(f"peak capture size must be a non-negative number of bytes or None, got {min_bytes!r}")
-    state = _state(device)
-    state.capture_bytes = None if min_bytes is None else int(min_bytes)
+def at_step_peak(device: str = "cpu") -> bool:
+    """Whether ``device``'s allocated bytes are at its step peak now (nothing freed since it was reached)."""
+    state = _devices.get(device)
+    return state is not None and state.rising
 
 
-def take_peak_capture(device: str = "cpu", step: int | None = None) -> PeakCapture | None:
-    """The capture armed by ``arm_peak_capture`` (None if no qualifying peak happened); clears it. With ``step`` (the
-    step that ended), later calls for the same step get the same answer (several readers of one step boundary); a
-    step number counted again after ``hooks.reset_step`` is a new step."""
-    state = _state(device)
-    taken = state.taken
-    if step is not None and taken is not None and taken[0] == step and taken[1] == _hooks.step_resets:
-        return taken[2]
-    capture = _take_capture(state, device)
-    if step is not None:
-        state.taken = (step, _hooks.step_resets, capture)
-    return capture
+def buffer_table() -> dict[int, list]:
+    """A copy of the live buffers' table (buffer id → what ``register`` knew), for ``table_blocks`` later."""
+    return dict(_buffers)
 
 
-def _take_capture(state: _DeviceState, device: str) -> PeakCapture | None:
-    if state.rising and state.capture_bytes is not None and state.allocated >= state.capture_bytes:
-        state.captured = (_hooks._step, state.allocated, dict(_buffers))
-        state.capture_bytes = state.allocated + 1
-    captured, state.captured = state.captured, None
-    if captured is None:
-        return None
-    step, nbytes, buffers = captured
-    return PeakCapture(device, step, nbytes, tuple(_block(k, e) for k, e in buffers.items() if e[3] == device))
+def table_blocks(table: dict[int, list], device: str) -> tuple[LiveBlock, ...]:
+    """The live blocks of ``device`` in a ``buffer_table()`` copy."""
+    return tuple(_block(key, e) for key, e in table.items() if e[3] == device)
 
 
-# --- optional per-allocation recording (a memory tracker's stacks and history; nothing runs while none is set) ---
-
-def enter_site_scope() -> Any:
-    """At the entry of an engine call that runs no user code while it allocates (``backward()``): ask the site
-    recorder once, here, for the site every allocation of the call gets (the caller's line, as each allocation's
-    own stack walk would find it). Returns what ``exit_site_scope`` restores. Engine code that calls user code
-    inside the scope (a user-defined op's backward, observers through ``hooks.emit``) clears ``hooks.site_scope``
-    for that call."""
-    previous = _hooks.site_scope
-    if _site_recorder is None or previous is not None:
-        return previous
-    try:
-        _hooks.site_scope = _site_recorder()
-    except Exception as error:  # noqa: BLE001 - recording must never break the computation
-        _recorder_failed(_site_recorder, error)
-    return previous
+def close_step_peaks(step: int) -> list[tuple[str, int, int, dict[str, int], int]]:
+    """(device, allocated bytes, step peak bytes, categories at the peak, live tensors) of every device, each
+    device's step peak ended as ``end_step_peak(device, step)`` does (later calls of it for ``step`` get these
+    figures). The category dicts are shared: never change them."""
+    return [(device, *_close_step(state, step)[1:4], state.live_tensors) for device, state in _devices.items()]
 
 
-def exit_site_scope(previous: Any) -> None:
-    _hooks.site_scope = previous
-
-
-def add_site_recorder(recorder: Callable[[], Any]) -> None:
-    """Call ``recorder()`` in every ``register`` of a new buffer and keep what it returns as the buffer's
-    ``LiveBlock.site`` (e.g. an interned allocation stack). Several may be added; the first one added (and not
-    removed) is the one called. A recorder that raises is reported once on stderr; the site is then None."""
-    _site_recorders.append(recorder)
-    _refresh_recording()
-
-
-def remove_site_recorder(recorder: Callable[[], Any]) -> None:
-    """Stop calling ``recorder`` (unknown ones are ignored); the next one added, if any, takes over."""
-    _site_recorders[:] = [r for r in _site_recorders if r is not recorder]
-    _forget_failure(recorder)
-    _refresh_recording()
-
-
-def add_history_ring(ring: Any) -> None:
-    """Append one flat tuple per allocation and per free to ``ring`` (e.g. a ``deque(maxlen=n)``):
-    ``(time_ns, "alloc" | "free", bytes, op, step, device)``, the op being the buffer's (the one it was allocated
-    by) and the step the step at that moment. Rings are independent; each sees every allocation and free."""
-    _history_rings.append(ring)
-    _refresh_recording()
-
-
-def remove_history_ring(ring: Any) -> None:
-    """Stop appending to ``ring`` (unknown ones are ignored)."""
-    _history_rings[:] = [r for r in _history_rings if r is not ring]
-    _refresh_recording()
-
-
-class StepLog:
-    """A reader of the step ends (``add_step_log``). At every ``hooks.mark_step_end``, before observers get
-    ``step_end``, the allocator appends to ``records`` one tuple per device it accounts for — ``(step, wall time s,
-    device, allocated bytes, step peak bytes, bytes per category at the peak, live tensors)`` — and resets the step
-    peak (``end_step_peak(device, step)`` then returns the same figures). With ``live`` (e.g. a ``deque(maxlen=n)``)
-    it also appends ``(step, live_set())`` there, the previous record again while the live buffer count and every
-    device's bytes are those of the previous step end (nothing allocated or freed on balance). Every
-    ``batch_steps`` steps, or when the first record waiting is ``batch_s`` seconds old, it calls ``on_batch()``,
-    which should ``take()`` the records; one that raises is reported once on stderr. The category dicts are
-    shared between readers: never change them."""
-
-    __slots__ = ("records", "steps", "live", "on_batch", "batch_steps", "batch_s")
-
-    def __init__(self, on_batch: Callable[[], None], batch_steps: int = 16, batch_s: float = 0.5,
-                 live: Any = None) -> None:
-        if batch_steps < 1 or not batch_s >= 0:
-            raise ValueError(f"batch_steps must be >= 1 and batch_s >= 0, got {batch_steps} and {batch_s}")
-        self.records: list[tuple] = []
-        self.steps = 0  # step ends in records
-        self.live, self.on_batch, self.batch_steps, self.batch_s = live, on_batch, batch_steps, batch_s
-
-    def take(self) -> list[tuple]:
-        """The records appended since the last ``take``, oldest first."""
-        records, self.records, self.steps = self.records, [], 0
-        return records
-
-
-def add_step_log(log: StepLog) -> None:
-    """Append ``log``'s records at every step end from now on (several logs get the same records)."""
-    global _last_live
-    _last_live = (None, ())  # NOTE: a record taken long ago could match by count and bytes alone
-    _step_logs.append(log)
-    _hooks.step_recorder = _end_step
-
-
-def remove_step_log(log: StepLog) -> None:
-    """Stop appending to ``log`` (unknown ones are ignored); what it holds stays there."""
-    _step_logs[:] = [known for known in _step_logs if known is not log]
-    _forget_failure(log)
-    if not _step_logs:
-        _hooks.step_recorder = None
-
-
-def _end_step(step: int) -> None:
-    """``hooks.mark_step_end``'s call while step logs are installed: one pass for every log."""
-    global _last_live
-    wall_time, signature, records = time.time(), (len(_buffers),), []
-    for device, state in _devices.items():
-        _, allocated, peak, at_peak, _ = _close_step(state, step)
-        records.append((step, wall_time, device, allocated, peak, at_peak, state.live_tensors))
-        signature += (allocated,)
-    for log in _step_logs:
-        log.records += records
-        log.steps += 1
-        if log.live is not None:
-            if signature != _last_live[0]:
-                _last_live = (signature, live_set())
-            log.live.append((step, _last_live[1]))
-        if log.steps >= log.batch_steps or wall_time - log.records[0][1] >= log.batch_s:
-            try:
-                log.on_batch()
-            except Exception as error:  # noqa: BLE001 - a reader must never break the training step
-                _recorder_failed(log, error, "step log reader", "its records are kept", log.on_batch)
-
-
-def _recorder_failed(recorder: Any, error: Exception, what: str = "site recorder",
-                     outcome: str = "the buffer's site is None", called: Any = None) -> None:
-    """Report ``recorder``'s first failure on stderr (``called``: what failed, if not ``recorder`` itself). Kept by
-    the object, not its ``id()`` (a later object may get the id once this one is gone) until its removal forgets it."""
-    if not any(known is recorder for known in _failed_recorders):
-        _failed_recorders.append(recorder)
-        print(f"engine.memory: {what} {recorder if called is None else called!r} failed ({type(error).__name__}: "
-              f"{error}); {outcome}; further failures are not reported", file=sys.stderr)
-
-
-def _forget_failure(recorder: Any) -> None:
-    _failed_recorders[:] = [known for known in _failed_recorders if known is not recorder]
-
-
-def _refresh_recording() -> None:
-    global _site_recorder, _history_append
-    _site_recorder = _site_recorders[0] if _site_recorders else None
-    appends = tuple(ring.append for ring in _history_rings)
-    if len(appends) <= 1:
-        _history_append = appends[0] if appends else None
-        return
-
-    def fan_out(item: tuple) -> None:
-        for append in appends:
-            append(item)
-
-    _history_append = fan_out
+def buffer_count() -> int:
+    """Live buffers on every device."""
+    return len(_buffers)
 
 
 def format_bytes(count: float) -> str:

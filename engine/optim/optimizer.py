@@ -17,9 +17,9 @@ class _Required:
         return "<required parameter>"
 
 
-required = _Required()
+required = _Required()  # a default that a param group must set itself (SGD's lr)
 _now = time.perf_counter_ns
-_new_event = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__  # a default that a param group must set itself (SGD's lr)
+_new_event = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__
 
 
 class Optimizer:
@@ -109,31 +109,37 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        previous = _hooks.set_phase("optimizer")
-        # NOTE: an installed op log (engine.op_log) gets one OPTIMIZER_STEP record around the updates, then observers
-        # get the event pair; with neither, no clock is read.
-        log, begin = _hooks.op_log, _hooks.optimizer_step_begin
-        start_ns = _now() if (log is not None or begin) else 0
-        if begin:
-            _hooks.emit(begin, _new_event(_hooks.OptimizerEvent, (self, _hooks._step, start_ns)))
-        try:
-            for group in self.param_groups:
-                params = [p for p in group["params"] if p.grad is not None]
-                if params:
-                    self._update_group(group, params)
-        finally:
-            _hooks.set_phase(previous)
-        end = _hooks.optimizer_step_end
-        if log is not None or end:
-            end_ns = _now()
-            if log is not None:
-                code = log.name_codes.get(type(self))
-                log.extend((log.OPTIMIZER_STEP, _hooks._step, start_ns, end_ns,
-                            log.optimizer_code(type(self)) if code is None else code, 0))
-            if end:
-                _hooks.emit(end, _new_event(_hooks.OptimizerEvent, (self, _hooks._step, end_ns)))
+        if _hooks.optimizer_observed:
+            self._update_observed()
+        else:
+            self._update()
         _hooks.mark_step_end()
         return loss
+
+    def _update(self) -> None:
+        """Update every parameter that has a gradient, in the ``optimizer`` phase."""
+        previous = _hooks.set_phase("optimizer")
+        try:
+            self._update_groups()
+        finally:
+            _hooks.set_phase(previous)
+
+    def _update_observed(self) -> None:
+        """``_update`` between ``optimizer_step_begin`` (in the ``optimizer`` phase) and ``optimizer_step_end``
+        recorders: the one observed path of the step (the end is not reported when the update raised)."""
+        previous = _hooks.set_phase("optimizer")
+        try:
+            _hooks.emit(_hooks.optimizer_step_begin, _new_event(_hooks.OptimizerEvent, (self, _hooks._step, _now())))
+            self._update_groups()
+        finally:
+            _hooks.set_phase(previous)
+        _hooks.emit(_hooks.optimizer_step_end, _new_event(_hooks.OptimizerEvent, (self, _hooks._step, _now())))
+
+    def _update_groups(self) -> None:
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if params:
+                self._update_group(group, params)
 
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         raise NotImplementedError

@@ -68,32 +68,21 @@ class NumericsObserver:
     """Reports the first non-finite op output through ``report`` and then raises ``engine.NonFiniteError``
     (``raise_error``) or stops looking (the first origin is the one that matters).
 
-    ``attach()`` installs it as the engine's output check (``hooks.set_output_check``: one call per op with its
-    arrays, no event object) or, when another check holds that slot, subscribes it as an ``op_end`` observer;
-    ``detach()`` undoes either."""
+    It is an engine recorder: ``op`` gets every op's output arrays (forward and backward, no event object);
+    ``attach()`` adds it to the engine's recorders and ``detach()`` takes it out."""
 
     def __init__(self, report: Callable[[Alert], None], raise_error: bool = True) -> None:
         self.report, self.raise_error = report, raise_error
         self.found: Alert | None = None
-        self._mode: str | None = None
 
     def attach(self) -> None:
-        if hooks.output_check is None:
-            hooks.set_output_check(self)
-            self._mode = "output_check"
-        else:
-            hooks.subscribe(self)
-            self._mode = "observer"
+        hooks.add_recorder(self)
 
     def detach(self) -> None:
-        if self._mode == "output_check" and hooks.output_check is self:
-            hooks.set_output_check(None)
-        elif self._mode == "observer":
-            hooks.unsubscribe(self)
-        self._mode = None
+        hooks.remove_recorder(self)
 
-    def __call__(self, op: str, module: str, inputs: Any, outputs: Any) -> None:
-        """The output check: the common case (every output a finite float array) is one BLAS dot per output."""
+    def op(self, op: str, module: str, inputs: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
+        """The check: the common case (every output a finite float array) is one BLAS dot per output."""
         if self.found is not None:
             return
         start = _now() if recording else 0  # NOTE: per op: the test inline, not log_start()
@@ -110,15 +99,6 @@ class NumericsObserver:
                 return
         if start:
             log_end(LOG_SPAN, start)
-
-    def op_end(self, event: hooks.OpEvent) -> None:
-        if self.found is not None:
-            return
-        for output in event.outputs:
-            if has_nonfinite(output):
-                self.fail(nonfinite_alert(event.op, event.module, event.phase, event.step, event.inputs,
-                                          event.outputs))
-                return
 
     def check_parameters(self, optimizer: Any, step: int, named_parameters: list[tuple[str, Any]],
                          stats: ParameterStats | None = None) -> None:

@@ -73,7 +73,7 @@ class Watch:
                          for path, module in watched_layers(model)]
         self._handles.append(model.register_forward_hook(self._batch_hook))
         self.numerics = NumericsObserver(self._report, raise_on_nonfinite) if check_numerics else None
-        hooks.subscribe(self)
+        hooks.add_recorder(self)
         if self.numerics is not None:
             self.numerics.attach()
 
@@ -95,7 +95,7 @@ class Watch:
         if self.closed:
             return
         self.closed = True
-        hooks.unsubscribe(self)
+        hooks.remove_recorder(self)
         self._guard.call("writing the last scalars", self._scalars.flush)
         self._guard.call("writing the last losses", self._losses.flush)
         if self.numerics is not None:

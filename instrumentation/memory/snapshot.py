@@ -41,7 +41,7 @@ def block_records(blocks: Iterable[tuple], device: str, names: dict[int, str] | 
 
 def history_records(history: Iterable[tuple], origin_ns: int, device: str) -> tuple[HistoryEntry, ...]:
     """History records of ``device`` (the allocator's ``(time_ns, action, bytes, op, step, device)``, see
-    ``engine.memory.add_history_ring``), time in seconds since ``origin_ns``."""
+    ``engine.memory_recording.HistoryRing``), time in seconds since ``origin_ns``."""
     return tuple(HistoryEntry(round((t - origin_ns) / 1e9, 9), action, nbytes, op, step)
                  for t, action, nbytes, op, step, dev in history if dev == device)
 

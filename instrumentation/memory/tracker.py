@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from engine import hooks, memory
+from engine import memory_recording as recording
 from instrumentation.budget import DEFAULT_BUDGET, Pacer, check_every
 from instrumentation.format import alert_names as names
 from instrumentation.format import tags as tag_names
@@ -66,14 +67,14 @@ class _Tally:
 
 
 class MemoryTracker:
-    """Installs a step log in the allocator and subscribes to the engine's ``oom`` hook on creation; ``close()``
-    removes both.
+    """Adds its recorders to the engine on creation (its own ``oom`` and a step log); ``close()`` removes them.
 
-    Everything per allocation and per step happens inside the allocator (``engine.memory``): it keeps each live
-    buffer's metadata, the category bytes, the step peak and, when asked, a copy of the live buffers at a peak, and
-    at each step end appends the step's figures to the tracker's ``memory.StepLog``; the tracker processes them in
-    batches. ``stacks=True`` adds a site recorder to the allocator (each new buffer's user
-    frames, see ``stacks.StackRecorder``) and ``history`` a ring of its last alloc/free records (saved in snapshots);
+    Everything per allocation and per step happens in the engine: the allocator (``engine.memory``) keeps each live
+    buffer's metadata, the category bytes and the step peak; the engine's memory recorders
+    (``engine.memory_recording``) keep, when asked, a copy of the live buffers at a peak, and at each step end append
+    the step's figures to the tracker's ``StepLog``; the tracker processes them in batches. ``stacks=True`` adds a
+    site recorder (each new buffer's user frames, see ``stacks.StackRecorder``) and ``history`` a ring of its last
+    alloc/free records (saved in snapshots);
     ``stacks=False`` has neither. ``model``: names parameter and gradient buffers in snapshots. ``leak``: settings
     of the leak test (None turns it off). ``peak_snapshot_interval_s`` / ``peak_growth``: every new all-time peak is
     captured; the highest waits and is written as a "peak" snapshot when it exceeds the last one written by
@@ -113,15 +114,16 @@ class MemoryTracker:
         self._stacks = stacks
         # NOTE: the allocator calls it from register(), whose caller is always engine code: start one frame above
         # that (skip=3), so that frame is never materialized (a Python frame object is made for each frame visited)
-        self._recorder = partial(StackRecorder(stack_depth).capture, 3) if stacks else None
-        # alloc/free records appended by the allocator (stacks on); snapshot.history_records reads them
+        self._recorder = recording.SiteRecorder(partial(StackRecorder(stack_depth).capture, 3)) if stacks else None
+        # alloc/free records appended by the engine's history recorder (stacks on); snapshot.history_records reads them
         self._history: deque[tuple] = deque(maxlen=history)
+        self._history_recorder = recording.HistoryRing(self._history)
         self._origin_ns = time.perf_counter_ns()
         self._tallies: dict[str, _Tally] = {}
         self._tags: tuple[str, ...] = ()  # the tags of each step's values: every device's tally.tags and categories
         # What was live at the last step ends (attribution: groups are summed from these only when a leak is found).
         self._group_history: deque[tuple[int, tuple]] | None = deque(maxlen=leak.window_steps) if leak else None
-        self._steps = memory.StepLog(self._on_batch, batch_steps, batch_s, live=self._group_history)
+        self._steps = recording.StepLog(self._on_batch, batch_steps, batch_s, live=self._group_history)
         self._host_step, self._host_read_at = -host_every_steps, -float("inf")  # the last RSS read: step, monotonic s
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
         self._failures: set[str] = set()
@@ -136,7 +138,7 @@ class MemoryTracker:
         self._on_flush = getattr(writer, "add_flush_callback", None)
         if self._on_flush is not None:
             self._on_flush(self._process)
-        hooks.subscribe(self)
+        hooks.add_recorder(self)
 
     # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
     def oom(self, event: hooks.OomEvent) -> None:
@@ -296,7 +298,7 @@ class MemoryTracker:
         if self._paused or self._closed:
             return
         self._paused = True
-        hooks.unsubscribe(self)
+        hooks.remove_recorder(self)
         self._detach_recording()
         self._process()
 
@@ -306,34 +308,32 @@ class MemoryTracker:
             return
         self._paused = False
         self._attach_recording()
-        hooks.subscribe(self)
+        hooks.add_recorder(self)
 
     def _attach_recording(self) -> None:
-        memory.add_step_log(self._steps)
+        hooks.add_recorder(self._steps)
         if self._recorder is not None:
-            memory.add_site_recorder(self._recorder)
+            hooks.add_recorder(self._recorder)
             if self._history.maxlen:
-                memory.add_history_ring(self._history)
+                hooks.add_recorder(self._history_recorder)
 
     def _detach_recording(self) -> None:
-        memory.remove_step_log(self._steps)
-        if self._recorder is not None:
-            memory.remove_site_recorder(self._recorder)
-            memory.remove_history_ring(self._history)
+        for recorder in (self._steps, self._recorder, self._history_recorder):
+            hooks.remove_recorder(recorder)
 
     def close(self) -> None:
         """Unsubscribe; write a pending peak snapshot; stop tracemalloc if this tracker started it. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        hooks.unsubscribe(self)
+        hooks.remove_recorder(self)
         if self._on_flush is not None:
             self.writer.remove_flush_callback(self._process)
         self._process(final=True)
         if not self._paused:
             self._detach_recording()
         for device, tally in self._tallies.items():
-            memory.arm_peak_capture(device, None)
+            recording.arm_peak_capture(device, None)
             self._take_peak(device, tally)
             if tally.pending_peak is not None:  # the highest peak is written whatever the interval or growth
                 self._write_peak(device, tally)
@@ -375,7 +375,7 @@ class MemoryTracker:
         written one (a capture the rate limit held back is replaced by a higher one, never dropped for it)."""
         if tally.armed is None:
             return
-        capture = memory.take_peak_capture(device, step)
+        capture = recording.take_peak_capture(device, step)
         if capture is None:
             return
         tally.armed = False  # the allocator moved its capture size past this peak
@@ -397,7 +397,7 @@ class MemoryTracker:
         least = max(tally.record_peak, tally.pending_peak[1] if tally.pending_peak else 0) + 1 \
             if self.peak_snapshots else None
         if least != tally.armed or tally.armed is False:
-            memory.arm_peak_capture(device, least)
+            recording.arm_peak_capture(device, least)
             tally.armed = least
 
     def _write_peak(self, device: str, tally: _Tally) -> None:

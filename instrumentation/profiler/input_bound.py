@@ -33,13 +33,13 @@ class InputBoundDetector:
 
     def start(self) -> InputBoundDetector:
         if not self._subscribed:
-            hooks.subscribe(self)
+            hooks.add_recorder(self)
             self._subscribed = True
         return self
 
     def stop(self) -> None:
         if self._subscribed:
-            hooks.unsubscribe(self)
+            hooks.remove_recorder(self)
             self._subscribed = False
 
     def data_wait(self, event: hooks.DataWaitEvent) -> None:

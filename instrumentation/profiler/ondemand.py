@@ -47,14 +47,14 @@ class OnDemandCapture:
     # --- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> OnDemandCapture:
         if not self._subscribed:
-            hooks.subscribe(self)
+            hooks.add_recorder(self)
             self._subscribed = True
         return self
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Stop watching; a capture in progress is written with the steps it has; waits for pending writes."""
         if self._subscribed:
-            hooks.unsubscribe(self)
+            hooks.remove_recorder(self)
             self._subscribed = False
         if self._recorder is not None:
             self._finish()
@@ -84,8 +84,6 @@ class OnDemandCapture:
                 self._step_start_ns = now
             self._steps_recorded += 1
             if self._steps_recorded >= self._request.steps:
-                if event is not None:
-                    recorder.close_step(event)
                 self._finish()
             return
         now = time.perf_counter_ns()

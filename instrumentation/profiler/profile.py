@@ -68,7 +68,7 @@ class profile:
                                               profile_memory=self.profile_memory, on_capture=self._captured)
             self._on_demand.start()
         elif self.schedule is not always_record:
-            hooks.subscribe(self)  # NOTE: before any recorder (see Recorder on hook-list order)
+            hooks.add_recorder(self)
         self._subscribed = True
         self._engine_step = hooks._step
         if self._input_bound is not None:
@@ -84,7 +84,7 @@ class profile:
         if self._on_demand is not None:
             self._on_demand.close()
         else:
-            hooks.unsubscribe(self)  # (a no-op without a schedule: nothing was subscribed)
+            hooks.remove_recorder(self)  # (a no-op without a schedule: nothing was added)
             if self._recorder is not None:
                 try:
                     self._save()
@@ -123,8 +123,6 @@ class profile:
             recorder = self._recorder
             if recorder is not None:
                 if previous is ProfilerAction.RECORD_AND_SAVE or current is ProfilerAction.NONE:
-                    if event is not None:
-                        recorder.close_step(event)
                     self._save()
                 elif previous is ProfilerAction.WARMUP and current is not ProfilerAction.WARMUP:
                     recorder.clear()

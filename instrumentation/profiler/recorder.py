@@ -6,15 +6,14 @@ import sys
 import time
 from typing import Any
 
-from engine import hooks, memory
+from engine import hooks
 from engine.op_log import DATA_WAIT, OP_LOG_STRIDE, OPTIMIZER_STEP, STEP_END, OpLog
 from instrumentation.format import trace as fmt
 
 # Everything recorded per step is a few ints in a flat list (no per-op object survives, so recording adds no work
-# for the cycle collector): an ``engine.op_log.OpLog``. When this recorder holds the engine's one op-log slot the
-# engine appends to it directly — ops, and the STEP_END / OPTIMIZER_STEP / DATA_WAIT boundary records — with no
-# event and no observer call. Otherwise (another recorder holds the slot, or ``with_stack``) observers append the
-# same records to this recorder's own OpLog. Either way the log is decoded once, when the capture is exported:
+# for the cycle collector): an ``engine.op_log.OpLog``, added to the engine's recorders while recording — ops, and
+# the STEP_END / OPTIMIZER_STEP / DATA_WAIT boundary records, with no event object. ``with_stack`` adds a second
+# recorder whose ``op_begin`` keeps the caller's frames. The log is decoded once, when the capture is exported:
 #   ops:    log.keys[code] = (op, phase, module, input_shapes, input_dtypes) + step, start_ns, end_ns, output_bytes
 #   spans:  (category, name, start_ns, end_ns, step)        category: instrumentation.format.trace CAT_*
 # Module spans are not hooked (two more events per module call): export derives them from each op's module path.
@@ -24,11 +23,9 @@ class Recorder:
     """``start()`` records, ``stop()`` stops, ``clear()`` drops what was recorded (warm-up).
 
     A step is recorded when it began while recording (its STEP_END record's start is not before ``started_ns``):
-    a recorder started mid-step keeps that step's ops but not the step. Ops never nest in the engine (an op's
-    forward works on raw arrays), so the observer path keeps one pending start time.
-    NOTE: a controller that stops this recorder from its own ``step_end`` calls ``close_step(event)`` first: with
-    the op log the engine has already appended the step's end; an observer subscribed after the controller's would
-    not be called for that event once removed."""
+    a recorder started mid-step keeps that step's ops but not the step. The log's ``recorder_order`` (-1) puts its
+    ``step_end`` before a controller's (order 0), so a controller may stop this recorder from its own ``step_end``:
+    the step's end is already recorded."""
 
     def __init__(self, record_shapes: bool = True, profile_memory: bool = True, with_stack: bool = False) -> None:
         self.record_shapes = record_shapes
@@ -37,42 +34,35 @@ class Recorder:
         self.stacks: list[tuple[str, ...]] = []  # with_stack: the caller's frames of each op, aligned with ops
         self.added_spans: list[tuple] = []  # add_span: user and log spans, steps of loops without the engine
         self.log = OpLog(record_shapes)
-        self._observer: Any = None
-        self._installed = False  # the log is the engine's op log (hooks.set_op_log)
+        self._stack_recorder = _StackRecorder(self.stacks) if with_stack else None
+        self._recording = False
         self.started_ns = self.stopped_ns = 0
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        if self.active:
+        if self._recording:
             return
         self.started_ns = time.perf_counter_ns()
-        # NOTE: the engine's op-log slot when free (with_stack needs the caller's frames: an op_start observer)
-        if not self.with_stack and hooks.op_log is None:
-            self._installed = True
-            hooks.set_op_log(self.log)
-        else:
-            self._observer = hooks.subscribe(_observer_for(self))
+        self._recording = True
+        hooks.add_recorder(self.log)
+        if self._stack_recorder is not None:
+            hooks.add_recorder(self._stack_recorder)
 
     def stop(self) -> None:
-        if self._installed and hooks.op_log is self.log:
-            hooks.set_op_log(None)
-        if self._observer is not None:
-            hooks.unsubscribe(self._observer)
-        if self.active:
-            self.stopped_ns = time.perf_counter_ns()
-        self._observer, self._installed = None, False
+        if not self._recording:
+            return
+        hooks.remove_recorder(self.log)
+        if self._stack_recorder is not None:
+            hooks.remove_recorder(self._stack_recorder)
+        self.stopped_ns = time.perf_counter_ns()
+        self._recording = False
 
     @property
     def active(self) -> bool:
-        return self._installed or self._observer is not None
-
-    def close_step(self, event: hooks.StepEvent) -> None:
-        """Record ``event``'s step end before a controller stops this recorder from inside ``step_end``."""
-        if self._observer is not None:
-            self._observer.step_end(event)
+        return self._recording
 
     def clear(self) -> None:
-        # NOTE: in place: the engine or the observer's closures hold these very lists
+        # NOTE: in place: the log's closure holds these very lists
         self.log.clear()
         del self.stacks[:], self.added_spans[:]
         self.started_ns = time.perf_counter_ns()
@@ -123,45 +113,16 @@ class Recorder:
         return spans
 
 
-def _observer_for(recorder: Recorder) -> Any:
-    """An observer appending to ``recorder.log`` what the engine appends itself to an installed op log."""
-    observer = type("ProfilerObserver", (), {})()
-    log = recorder.log
-    extend, codes, intern, cpu = log.data.extend, {}, log.intern, memory._state("cpu")
-    with_stack, stacks, shapes = recorder.with_stack, recorder.stacks, recorder.record_shapes
-    start_ns = [0]
-    optimizer_start_ns: list[int | None] = [None]
+class _StackRecorder:
+    """``with_stack``: the caller's frames of each op (an ``op_begin`` recorder), aligned with the log's ops."""
 
-    def op_start(event: hooks.OpEvent) -> None:
-        start_ns[0] = event.time_ns
-        if with_stack:
-            stacks.append(_user_frames())
+    __slots__ = ("stacks",)
 
-    def op_end(event: hooks.OpEvent) -> None:
-        key = ((event.op, event.phase, event.module, event.input_shapes, event.input_dtypes) if shapes
-               else (event.op, event.phase, event.module, (), ()))
-        code = codes.get(key)
-        if code is None:
-            code = codes[key] = intern(key)
-        extend((code, event.step, start_ns[0], event.time_ns, event.output_bytes, cpu.allocated))
+    def __init__(self, stacks: list[tuple[str, ...]]) -> None:
+        self.stacks = stacks
 
-    def step_end(event: hooks.StepEvent) -> None:
-        extend((STEP_END, event.step, event.time_ns - event.duration_ns, event.time_ns, 0, 0))
-
-    def data_wait(event: hooks.DataWaitEvent) -> None:
-        extend((DATA_WAIT, event.step, event.time_ns - event.wait_ns, event.time_ns, 0, 0))
-
-    def optimizer_step_begin(event: hooks.OptimizerEvent) -> None:
-        optimizer_start_ns[0] = event.time_ns
-
-    def optimizer_step_end(event: hooks.OptimizerEvent) -> None:
-        start, optimizer_start_ns[0] = optimizer_start_ns[0], None
-        if start is not None:
-            extend((OPTIMIZER_STEP, event.step, start, event.time_ns, log.optimizer_code(type(event.optimizer)), 0))
-
-    for method in (op_start, op_end, step_end, data_wait, optimizer_step_begin, optimizer_step_end):
-        setattr(observer, method.__name__, method)
-    return observer
+    def op_begin(self, op: str, module: str, inputs: Any) -> None:
+        self.stacks.append(_user_frames())
 
 
 _OWN_DIRS = (os.path.dirname(os.path.abspath(hooks.__file__)) + os.sep,  # engine/

@@ -24,7 +24,7 @@ def recorder():
     observer = hooks.subscribe(OpRecorder())
     yield observer
     hooks.unsubscribe(observer)
-    assert not hooks.op_start and not hooks.op_end and not hooks.alloc and not hooks.free
+    assert not hooks.recorders and not hooks.ops_observed and not hooks.memory_observed
 
 
 def test_forward_events_carry_op_shapes_dtypes_and_output_bytes(recorder):
@@ -95,11 +95,11 @@ def test_a_resubscribed_failing_observer_is_reported_again(capsys):
 def test_unsubscribe_detaches_every_hook_point():
     recorder = hooks.subscribe(OpRecorder())
     hooks.subscribe(recorder)  # subscribing twice is a no-op
-    assert len(hooks.op_end) == 1 and recorder in hooks.observers()
+    assert len(hooks.op) == 1 and recorder in hooks.observers()
     hooks.unsubscribe(recorder)
     engine.tensor([1.0]) * 2
     assert recorder.starts == [] and recorder.ends == [] and recorder not in hooks.observers()
-    assert not any(getattr(hooks, name) for name in hooks.HOOK_POINTS)
+    assert not any(getattr(hooks, name) for name in hooks.RECORDER_METHODS)
     hooks.unsubscribe(recorder)  # unknown observers are ignored
 
 
@@ -109,11 +109,11 @@ def test_subscribe_rejects_objects_without_hook_methods():
 
 
 def test_measure_cost_of_the_unobserved_hook_check():
-    """Prints (does not assert) what the ``if hooks.op_start or hooks.op_end or DEBUG`` test costs per op."""
+    """Prints (does not assert) what the ``if hooks.ops_observed or DEBUG`` test costs per op."""
     from engine import config
     namespace = {"hooks": hooks, "config": config}
     number = 200_000
-    check = min(timeit.repeat("if hooks.op_start or hooks.op_end or config.DEBUG: pass", globals=namespace,
+    check = min(timeit.repeat("if hooks.ops_observed or config.DEBUG: pass", globals=namespace,
                               number=number, repeat=5)) / number
     empty = min(timeit.repeat("pass", number=number, repeat=5)) / number
     a = engine.tensor(np.ones(16, dtype=np.float32))
@@ -133,7 +133,7 @@ def test_one_callable_serving_two_hook_points_subscribes_and_unsubscribes_cleanl
     del x
     hooks.unsubscribe(observer)
     assert {e.action for e in events} == {"alloc", "free"}
-    assert not hooks.alloc and not hooks.free and observer not in hooks.observers()
+    assert not hooks.buffer_alloc and not hooks.buffer_free and observer not in hooks.observers()
     count = len(events)
     engine.tensor(np.ones(4, np.float32))
     assert len(events) == count

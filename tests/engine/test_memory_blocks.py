@@ -8,6 +8,7 @@ import pytest
 
 import engine
 from engine import hooks, memory
+from engine import memory_recording as recording
 
 
 @pytest.fixture(autouse=True)
@@ -15,8 +16,8 @@ def _clean():
     gc.collect()
     hooks.reset_step(0)
     yield
-    memory.arm_peak_capture("cpu", None)
-    memory.take_peak_capture("cpu")
+    recording.arm_peak_capture("cpu", None)
+    recording.take_peak_capture("cpu")
     hooks.reset_step(0)
 
 
@@ -66,20 +67,20 @@ def test_step_peak_keeps_the_categories_at_the_peak() -> None:
 def test_peak_capture_holds_the_blocks_live_at_the_peak() -> None:
     memory.reset_step_peak("cpu")
     start = memory.allocated_bytes("cpu")
-    memory.arm_peak_capture("cpu", start + 6000)
+    recording.arm_peak_capture("cpu", start + 6000)
     small = engine.tensor(np.ones(500, np.float32))  # 2000 bytes: below the armed size
     del small
-    assert memory.take_peak_capture("cpu") is None
+    assert recording.take_peak_capture("cpu") is None
     a = engine.tensor(np.ones((10, 100), np.float32))
     b = a + 1.0  # 8000 bytes live: captured at the first free after it
     del a, b
-    capture = memory.take_peak_capture("cpu")
+    capture = recording.take_peak_capture("cpu")
     assert capture is not None and start + 8000 <= capture.bytes <= start + 8016
     assert sum(blk.bytes for blk in capture.blocks) == capture.bytes
     assert sorted(blk.category for blk in capture.blocks if blk.shape == (10, 100)) == ["activation", "input"]
-    assert memory.take_peak_capture("cpu") is None  # taken once
+    assert recording.take_peak_capture("cpu") is None  # taken once
     with pytest.raises(ValueError, match="peak capture size"):
-        memory.arm_peak_capture("cpu", -1)
+        recording.arm_peak_capture("cpu", -1)
 
 
 def test_live_groups_sum_the_live_blocks():

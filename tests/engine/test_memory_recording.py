@@ -1,4 +1,4 @@
-"""engine.memory's optional recording (site recorders, history rings) against an independent alloc/free observer;
+"""engine.memory_recording's recorders (site recorders, history rings) against an independent alloc/free observer;
 end_step_peak/take_peak_capture shared by several readers of one step boundary."""
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 
 import engine
 from engine import autograd, hooks, memory
+from engine import memory_recording as recording
+from engine.memory_recording import HistoryRing, SiteRecorder
 
 
 class _Observer:
@@ -53,17 +55,17 @@ def _work() -> list[engine.Tensor]:
 
 def test_history_rings_record_what_an_observer_sees(observer) -> None:
     first, second = deque(maxlen=10_000), deque(maxlen=3)
-    memory.add_history_ring(first)
-    memory.add_history_ring(second)
+    rings = [hooks.add_recorder(HistoryRing(first)), hooks.add_recorder(HistoryRing(second))]
     try:
         kept = _work()
         del kept
     finally:
-        memory.remove_history_ring(first)
-        memory.remove_history_ring(second)
+        for ring in rings:
+            hooks.remove_recorder(ring)
     rows = [(action, nbytes, op, step, device) for _, action, nbytes, op, step, device in first]
     assert rows == observer.events and {"alloc", "free"} <= {r[0] for r in rows} and {3, 4} <= {r[3] for r in rows}
-    assert list(second) == list(first)[-3:]  # every ring sees every record; a bounded one keeps the last
+    # every ring sees every record (each reads its own clock); a bounded one keeps the last
+    assert [row[1:] for row in second] == [row[1:] for row in list(first)[-3:]]
     times = [row[0] for row in first]
     assert times == sorted(times) and all(t > 0 for t in times)
     engine.tensor(np.ones(3, np.float32))
@@ -82,13 +84,13 @@ def test_site_recorder_is_called_once_per_new_buffer_and_once_per_backward(obser
 
     real_backward = autograd.backward
     monkeypatch.setattr(autograd, "backward", backward)
-    memory.add_site_recorder(recorder)
+    site_recorder = hooks.add_recorder(SiteRecorder(recorder))
     try:
         kept = _work()
         blocks = {b.buffer_id: b for b in memory.live_blocks()}
         groups = memory.live_groups(sites=True)
     finally:
-        memory.remove_site_recorder(recorder)
+        hooks.remove_recorder(site_recorder)
     assert len(in_backward) == 1 and in_backward[0] > 1
     # views share their buffer: no call for them; backward() asks once for all of its buffers (its site scope)
     assert next(counter) == len(observer.alloc_ids) - in_backward[0] + 1
@@ -109,27 +111,26 @@ def test_the_first_recorder_is_called_and_a_failing_one_is_reported_once(observe
     def broken() -> tuple:
         raise RuntimeError("boom")
 
-    memory.add_site_recorder(broken)
-    memory.add_site_recorder(lambda: "second")
+    first, second = hooks.add_recorder(SiteRecorder(broken)), hooks.add_recorder(SiteRecorder(lambda: "second"))
     try:
         a, b = engine.tensor(np.ones(2, np.float32)), engine.tensor(np.ones(3, np.float32))  # allocations still work
         sites = {blk.buffer_id: blk.site for blk in memory.live_blocks()}
         assert sites[a._mem_key] is None and sites[b._mem_key] is None
-        memory.remove_site_recorder(broken)
+        hooks.remove_recorder(first)
         c = engine.tensor(np.ones(4, np.float32))
         assert {blk.buffer_id: blk.site for blk in memory.live_blocks()}[c._mem_key] == "second"
     finally:
-        memory.remove_site_recorder(broken)
-        memory.remove_site_recorder(memory._site_recorder)
+        hooks.remove_recorder(first)
+        hooks.remove_recorder(second)
     err = capsys.readouterr().err
-    assert err.count("site recorder") == 1 and "RuntimeError: boom" in err
+    assert err.count("SiteRecorder.allocation_site failed") == 1 and "RuntimeError: boom" in err
     del a, b, c
 
 
 def test_readers_of_one_step_boundary_share_its_step_peak_and_capture() -> None:
     gc.collect()
     memory.reset_step_peak("cpu")
-    memory.arm_peak_capture("cpu", memory.allocated_bytes("cpu") + 1)
+    recording.arm_peak_capture("cpu", memory.allocated_bytes("cpu") + 1)
     a = engine.tensor(np.ones(1000, np.float32))
     del a
     expected_peak = memory.step_peak("cpu")
@@ -137,12 +138,12 @@ def test_readers_of_one_step_boundary_share_its_step_peak_and_capture() -> None:
     assert first == second and first[1] == expected_peak.bytes and first[2] == expected_peak.by_category
     first[2]["input"] = -1  # each reader's dicts are its own
     assert memory.end_step_peak("cpu", step=41)[2] == expected_peak.by_category
-    capture = memory.take_peak_capture("cpu", step=41)
+    capture = recording.take_peak_capture("cpu", step=41)
     assert capture is not None and capture.bytes == expected_peak.bytes
-    assert memory.take_peak_capture("cpu", step=41) is capture
-    assert memory.take_peak_capture("cpu", step=42) is None  # taken: the next step has none
+    assert recording.take_peak_capture("cpu", step=41) is capture
+    assert recording.take_peak_capture("cpu", step=42) is None  # taken: the next step has none
     b = engine.tensor(np.ones(10, np.float32))
     allocated, peak, _, _ = memory.end_step_peak("cpu", step=42)  # a new step: a new peak, then a reset
     assert peak == allocated == memory.allocated_bytes("cpu") and memory.step_peak("cpu").bytes == allocated
-    memory.arm_peak_capture("cpu", None)
+    recording.arm_peak_capture("cpu", None)
     del b

@@ -1,4 +1,4 @@
-"""engine.memory step logs: the allocator's per-step figures against an alloc/free observer that computes them
+"""engine.memory_recording step logs: the allocator's per-step figures against an alloc/free observer that computes them
 itself; batching, live-set records, several readers, a failing reader."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 import engine
 from engine import hooks, memory
+from engine.memory_recording import SiteRecorder, StepLog
 
 
 class _PeakOracle:
@@ -59,13 +60,13 @@ def test_records_are_the_step_figures_an_observer_computes(clean) -> None:
     memory.reset_step_peak("cpu")  # the oracle starts from allocated bytes now
     oracle = hooks.subscribe(_PeakOracle())
     batches: list[list[tuple]] = []
-    log = memory.StepLog(lambda: batches.append(log.take()), batch_steps=3, batch_s=3600.0)
-    memory.add_step_log(log)
+    log = StepLog(lambda: batches.append(log.take()), batch_steps=3, batch_s=3600.0)
+    hooks.add_recorder(log)
     kept: list = []
     try:
         _steps(7, kept)
     finally:
-        memory.remove_step_log(log)
+        hooks.remove_recorder(log)
         hooks.unsubscribe(oracle)
     assert [len(batch) for batch in batches] == [3, 3]  # the 7th step waits for the next batch
     records = [record for batch in batches for record in batch] + log.take()
@@ -79,21 +80,21 @@ def test_records_are_the_step_figures_an_observer_computes(clean) -> None:
     assert records[-1][6] == memory.live_tensors("cpu")
     # an observer reading end_step_peak at the same step end gets the same figures
     assert memory.end_step_peak("cpu", records[-1][0])[:2] == (records[-1][3], records[-1][4])
-    assert hooks.step_recorder is None
+    assert not hooks.step_end
 
 
 def test_batches_by_age_and_live_sets_are_reused_while_nothing_changes(clean) -> None:
     live: deque = deque(maxlen=10)
     calls: list[int] = []
-    log = memory.StepLog(lambda: calls.append(len(log.take())), batch_steps=100, batch_s=0.0, live=live)
-    memory.add_step_log(log)
+    log = StepLog(lambda: calls.append(len(log.take())), batch_steps=100, batch_s=0.0, live=live)
+    hooks.add_recorder(log)
     kept: list = []
     try:
         _steps(2, kept)
         hooks.mark_step_begin()
         hooks.mark_step_end()  # nothing allocated or freed: the same record
     finally:
-        memory.remove_step_log(log)
+        hooks.remove_recorder(log)
     assert calls == [1, 1, 1]  # batch_s=0: every step end
     (_, first), (_, second), (_, third) = live
     assert len(second) == len(first) + 1 and third is second
@@ -104,25 +105,25 @@ def test_several_logs_get_the_same_records_and_a_failing_reader_is_reported_once
     def failing() -> None:
         raise RuntimeError("reader bug")
 
-    broken, healthy = memory.StepLog(failing, batch_steps=1), memory.StepLog(lambda: None, batch_steps=10)
-    memory.add_step_log(broken)
-    memory.add_step_log(healthy)
+    broken, healthy = StepLog(failing, batch_steps=1), StepLog(lambda: None, batch_steps=10)
+    hooks.add_recorder(broken)
+    hooks.add_recorder(healthy)
     kept: list = []
     try:
         _steps(3, kept)  # training goes on
     finally:
-        memory.remove_step_log(broken)
-        memory.remove_step_log(healthy)
+        hooks.remove_recorder(broken)
+        hooks.remove_recorder(healthy)
     assert broken.take() == healthy.take() and len(kept) == 3
     err = capsys.readouterr().err
-    assert err.count("step log reader") == 1 and "reader bug" in err and "its records are kept" in err
+    assert err.count("StepLog.step_end failed") == 1 and "reader bug" in err
 
 
 def test_bad_batch_settings_are_named() -> None:
     with pytest.raises(ValueError, match="batch_steps must be >= 1"):
-        memory.StepLog(lambda: None, batch_steps=0)
+        StepLog(lambda: None, batch_steps=0)
     with pytest.raises(ValueError, match="batch_s >= 0"):
-        memory.StepLog(lambda: None, batch_s=-1.0)
+        StepLog(lambda: None, batch_s=-1.0)
 
 
 def _failing_reader(message: str):
@@ -131,32 +132,32 @@ def _failing_reader(message: str):
     return failing
 
 
-def _run_failing_log(log: memory.StepLog) -> None:
-    memory.add_step_log(log)
+def _run_failing_log(log: StepLog) -> None:
+    hooks.add_recorder(log)
     try:
         _steps(1, [])
     finally:
-        memory.remove_step_log(log)
+        hooks.remove_recorder(log)
 
 
 def test_a_reader_re_added_after_its_removal_is_reported_again(clean, capsys) -> None:
-    log = memory.StepLog(_failing_reader("first bug"), batch_steps=1)  # the same object: the same id() again
+    log = StepLog(_failing_reader("first bug"), batch_steps=1)  # the same object: the same id() again
     _run_failing_log(log)
     _run_failing_log(log)
-    assert capsys.readouterr().err.count("step log reader") == 2
+    assert capsys.readouterr().err.count("StepLog.step_end failed") == 2
 
 
 def test_a_new_reader_that_gets_a_failed_reader_s_id_is_reported(clean, capsys) -> None:
     reader = _failing_reader("old bug")
     old_id = id(reader)
-    _run_failing_log(memory.StepLog(reader, batch_steps=1))
+    _run_failing_log(StepLog(reader, batch_steps=1))
     del reader
     gc.collect()
     alive = []  # functions that did not get the id stay alive, so the next one takes another free slot
     while len(alive) < 1000 and (not alive or id(alive[-1]) != old_id):
         alive.append(_failing_reader("new bug"))
     assert id(alive[-1]) == old_id  # CPython reuses the freed slot (almost always at once)
-    _run_failing_log(memory.StepLog(alive[-1], batch_steps=1))
+    _run_failing_log(StepLog(alive[-1], batch_steps=1))
     err = capsys.readouterr().err
     assert "old bug" in err and "new bug" in err
 
@@ -165,11 +166,12 @@ def test_a_site_recorder_re_added_after_its_removal_is_reported_again(clean, cap
     def recorder() -> None:
         raise RuntimeError("site bug")
 
+    site_recorder = SiteRecorder(recorder)
     for _ in range(2):
-        memory.add_site_recorder(recorder)
+        hooks.add_recorder(site_recorder)
         try:
             kept = engine.tensor(np.ones(4, np.float32)) * 2.0
         finally:
-            memory.remove_site_recorder(recorder)
+            hooks.remove_recorder(site_recorder)
         del kept
     assert capsys.readouterr().err.count("site bug") == 2

@@ -1,4 +1,4 @@
-"""engine.op_log: what the engine appends per op and per step boundary equals what observers see; the slot's bookkeeping."""
+"""engine.op_log: what the log records per op and per step boundary equals what observers see; the per-op flag."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,10 +63,9 @@ class Boundaries:
 
 @pytest.fixture()
 def installed():
-    log = OpLog()
-    assert hooks.set_op_log(log) is None
+    log = hooks.add_recorder(OpLog())
     yield log
-    hooks.set_op_log(None)
+    hooks.remove_recorder(log)
 
 
 def test_every_op_is_logged_as_an_observer_sees_it(installed):
@@ -90,31 +89,28 @@ def test_every_op_is_logged_as_an_observer_sees_it(installed):
 
 
 def test_without_shapes_and_with_unusual_input_counts():
-    log = OpLog(record_shapes=False)
-    hooks.set_op_log(log)
+    log = hooks.add_recorder(OpLog(record_shapes=False))
     try:
         a = engine.tensor(np.ones((2, 3), np.float32), requires_grad=True)
         parts = [a * 1.0 for _ in range(4)]
         engine.concat(parts, axis=0).sum().backward()
     finally:
-        hooks.set_op_log(None)
+        hooks.remove_recorder(log)
     assert log.keys and all(key[3:] == ((), ()) for key in log.keys)
-    shaped = OpLog()
-    hooks.set_op_log(shaped)
+    shaped = hooks.add_recorder(OpLog())
     try:
         engine.concat(parts, axis=0).sum()  # 4 inputs: the generic (not unrolled) key
     finally:
-        hooks.set_op_log(None)
+        hooks.remove_recorder(shaped)
     assert ((2, 3),) * 4 in [key[3] for key in shaped.keys]
 
 
-def test_the_slot_drives_the_one_per_op_flag(monkeypatch):
-    assert hooks.op_log is None and not hooks.ops_observed
-    log = OpLog()
-    hooks.set_op_log(log)
-    assert hooks.ops_observed
+def test_the_recorders_drive_the_one_per_op_flag(monkeypatch):
+    assert not hooks.recorders and not hooks.ops_observed
+    log = hooks.add_recorder(OpLog())
+    assert hooks.ops_observed and hooks.op == (log.op,)
     observer = hooks.subscribe(Ends())
-    hooks.set_op_log(None)
+    hooks.remove_recorder(log)
     assert hooks.ops_observed  # the observer still wants events
     hooks.unsubscribe(observer)
     assert not hooks.ops_observed
@@ -173,9 +169,8 @@ def test_step_optimizer_and_data_wait_boundaries_match_the_hook_events(installed
 
 def test_no_boundary_records_without_a_log_and_none_after_removal():
     hooks.reset_step(0)
-    log = OpLog()
-    hooks.set_op_log(log)
-    hooks.set_op_log(None)
+    log = hooks.add_recorder(OpLog())
+    hooks.remove_recorder(log)
     train_tiny(2)
     hooks.report_data_wait(1000)
     assert log.data == [] and hooks.current_step() == 2

@@ -1,4 +1,5 @@
-"""engine.hooks.set_output_check: called once per op with what an op_end observer sees, errors contained."""
+"""A recorder's ``op`` (the numerics check's way in): called once per op with what an op_end observer sees, errors
+contained."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,16 +15,15 @@ class Checks:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def __call__(self, op: str, module: str, inputs: tuple, outputs: tuple) -> None:
+    def op(self, op: str, module: str, inputs: tuple, outputs: tuple, output_bytes: int, start_ns: int) -> None:
         self.calls.append((op, module, hooks.current_phase(), hooks.current_step(), tuple(inputs), tuple(outputs)))
 
 
 @pytest.fixture()
 def checks():
-    check = Checks()
-    assert hooks.set_output_check(check) is None
+    check = hooks.add_recorder(Checks())
     yield check
-    hooks.set_output_check(None)
+    hooks.remove_recorder(check)
 
 
 def test_every_op_is_checked_with_what_an_observer_sees(checks):
@@ -48,34 +48,36 @@ def test_a_propagating_error_stops_the_op_and_others_are_reported_once(capsys):
     class Stop(hooks.PropagatingError):
         pass
 
-    def stop(op, module, inputs, outputs):
-        if op == "ReLU":
-            raise Stop(op)
+    class Stopper:
+        def op(self, op, module, inputs, outputs, output_bytes, start_ns):
+            if op == "ReLU":
+                raise Stop(op)
 
-    hooks.set_output_check(stop)
+    stop = hooks.add_recorder(Stopper())
     try:
         with pytest.raises(Stop):
             train_tiny(1)
     finally:
-        hooks.set_output_check(None)
+        hooks.remove_recorder(stop)
 
-    def broken(op, module, inputs, outputs):
-        raise ValueError("boom")
+    class Broken:
+        def op(self, op, module, inputs, outputs, output_bytes, start_ns):
+            raise ValueError("boom")
 
-    hooks.set_output_check(broken)
+    broken, healthy = hooks.add_recorder(Broken()), hooks.add_recorder(Checks())
     try:
-        train_tiny(2)  # training goes on
+        train_tiny(2)  # training goes on, and the recorder after the broken one gets every op
     finally:
-        hooks.set_output_check(None)
-    assert capsys.readouterr().err.count("boom") == 1
+        hooks.remove_recorder(broken)
+        hooks.remove_recorder(healthy)
+    assert capsys.readouterr().err.count("boom") == 1 and len(healthy.calls) > 10
 
 
-def test_the_slot_drives_the_one_per_op_flag():
-    assert hooks.output_check is None and not hooks.ops_observed
-    with pytest.raises(TypeError, match="callable"):
-        hooks.set_output_check(42)
-    check = Checks()
-    hooks.set_output_check(check)
+def test_an_op_recorder_drives_the_one_per_op_flag():
+    assert not hooks.ops_observed
+    with pytest.raises(TypeError, match="none of the recorder methods"):
+        hooks.add_recorder(42)
+    check = hooks.add_recorder(Checks())
     assert hooks.ops_observed
-    assert hooks.set_output_check(None) is check
+    hooks.remove_recorder(check)
     assert not hooks.ops_observed

@@ -22,13 +22,17 @@ class SqrtOfRelu(nn.Module):
         return x.relu().sqrt()
 
 
-@pytest.fixture(params=["output check", "op_end observer"])
+class _OtherCheck:
+    def op(self, op, module, inputs, outputs, output_bytes, start_ns):
+        pass
+
+
+@pytest.fixture(params=["alone", "beside another op recorder"])
 def numerics_path(request):
-    """Both ways watch() checks op outputs: the engine's output-check slot, or (when another check holds it) op_end."""
-    if request.param == "op_end observer":
-        hooks.set_output_check(lambda *args: None)
+    """watch()'s numerics check is an op recorder: alone, or with another op recorder in the list before it."""
+    other = hooks.add_recorder(_OtherCheck()) if request.param != "alone" else None
     yield request.param
-    hooks.set_output_check(None)
+    hooks.remove_recorder(other)
 
 
 def run_hand_loop(model, optimizer, batches, logdir, **options):

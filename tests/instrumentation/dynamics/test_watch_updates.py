@@ -153,10 +153,11 @@ def test_close_detaches_every_hook_and_forward_hook(tmp_path):
     forward_hooks_before = {path: dict(m._forward_hooks) for path, m in model.named_modules()}
     with SummaryWriter(tmp_path / "run") as writer:
         handle = watch(model, writer, check_numerics=True)
-        assert len(hooks.observers()) == len(observers_before) + 3  # watch, memory tracker, capture
-        assert hooks.output_check is handle.numerics  # the numerics check: the engine's per-op output check
+        # watch, its numerics check, the memory tracker, its step log and peak capture, the capture requests
+        assert len(hooks.observers()) == len(observers_before) + 6
+        assert handle.numerics.op in hooks.op  # the numerics check: an op recorder
         second = watch(mlp(4), writer, check_numerics=True, memory=False, capture_requests=False)
-        assert hooks.output_check is handle.numerics and second.numerics in hooks.observers()  # slot taken: op_end
+        assert handle.numerics.op in hooks.op and second.numerics.op in hooks.op  # both check every op
         second.close()
         closed = []
         handle.attach(type("Component", (), {"close": lambda self: closed.append(True)})())
@@ -165,7 +166,7 @@ def test_close_detaches_every_hook_and_forward_hook(tmp_path):
     assert hooks.observers() == observers_before
     assert {path: dict(m._forward_hooks) for path, m in model.named_modules()} == forward_hooks_before
     assert closed == [True]
-    assert not hooks.op_end and not hooks.optimizer_step_begin and hooks.output_check is None
+    assert not hooks.op and not hooks.optimizer_step_begin
 
 
 def test_bad_arguments_are_named(tmp_path):

@@ -1,4 +1,4 @@
-"""backward() walks the stack once for all its allocations (engine.memory's site scope): every buffer gets the site
+"""backward() walks the stack once for all its allocations (engine.hooks.enter_site_scope): every buffer gets the site
 its own stack walk would have found, also when user code (a user-defined op, an observer) allocates inside."""
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def _step(kept: list) -> None:
 def _sites(make_tracker, scoped: bool, monkeypatch) -> dict[tuple, tuple]:
     monkeypatch.undo()
     if not scoped:  # every allocation walks the stack itself
-        monkeypatch.setattr(memory, "enter_site_scope", lambda: hooks.site_scope)
+        monkeypatch.setattr(hooks, "enter_site_scope", lambda: hooks.site_scope)
     tracker, observer, kept = make_tracker(stacks=True, leak=None), _AllocatingObserver(), []
     _UserScale.made.clear()
     hooks.subscribe(observer)

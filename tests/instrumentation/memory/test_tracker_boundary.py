@@ -33,13 +33,13 @@ def pair(tmp_path: Path):
 
 def test_only_oom_is_observed_and_step_ends_come_from_the_allocator(pair) -> None:
     _, boundary = pair
-    owners = {id(getattr(h, "__self__", None)) for h in hooks.alloc + hooks.free + hooks.step_end}
-    assert id(boundary) not in owners
+    owners = {id(getattr(h, "__self__", None)) for h in hooks.buffer_alloc + hooks.buffer_free + hooks.step_end}
+    assert id(boundary) not in owners and id(boundary._steps) in owners  # the step ends: its engine step log
     assert any(getattr(h, "__self__", None) is boundary for h in hooks.oom)
-    assert hooks.step_recorder is not None
+    assert not any(getattr(h, "__self__", None) is boundary._history_recorder for h in hooks.buffer_alloc)
     boundary.close()
     pair[0].close()
-    assert hooks.step_recorder is None  # no step log left: mark_step_end calls nothing
+    assert not hooks.step_end and not hooks.recorders  # no step log left: mark_step_end calls nothing
 
 
 def test_scalars_equal_the_event_path(pair) -> None:

@@ -51,8 +51,8 @@ def test_ops_and_memory_read_back_as_the_events_said():
         hooks.unsubscribe(reference)
     ops = recorder.ops
     assert recorder.op_count == len(ops) == len(reference.ends) > 10
-    assert hooks.op_log is None  # stop() gave the engine's op-log slot back
-    # The engine times the op log itself, inside the span the observer's two events bracket.
+    assert recorder.log not in hooks.recorders  # stop() took the log out of the engine's recorders
+    # The op log (recorder order -1) reads its times inside the span the observer's two events bracket.
     expected = [(e.op, e.phase, e.module, e.step, e.input_shapes, e.input_dtypes, e.output_bytes)
                 for e in reference.ends]
     assert [op[:4] + op[6:] for op in ops] == expected

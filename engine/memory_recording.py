@@ -1,0 +1,182 @@
+"""What a memory tracker records beside the allocator, as recorders: sites, an alloc/free history, step logs, peaks.
+
+The allocator (``engine.memory``) only counts and keeps each live buffer's metadata; these recorders, added with
+``engine.hooks.add_recorder``, are what a tracker asks for on top:
+
+- ``SiteRecorder(capture)``: ``capture()`` runs in every ``register`` of a new buffer (or once per ``backward()``,
+  ``hooks.enter_site_scope``) and what it returns is the buffer's ``LiveBlock.site`` (e.g. an interned stack).
+- ``HistoryRing(ring)``: appends ``(time_ns, "alloc" | "free", bytes, op, step, device)`` to ``ring`` (e.g. a
+  ``deque(maxlen=n)``) per allocation and free, the op being the buffer's (the one it was allocated by).
+- ``StepLog(on_batch, …)``: the figures of every step end, batched (see the class).
+- ``arm_peak_capture`` / ``take_peak_capture``: a copy of the live buffers at the highest peak (a recorder of the
+  allocator's ``at_peak`` while some device is armed).
+"""
+from __future__ import annotations
+
+import operator
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine import hooks as _hooks
+from engine import memory as _memory
+
+_now = time.perf_counter_ns
+
+
+class SiteRecorder:
+    """A recorder whose ``allocation_site`` is ``capture`` itself (no call in between; only the first recorder
+    with an ``allocation_site`` is asked). A capture that raises is reported once; the site is then None."""
+
+    __slots__ = ("allocation_site",)
+
+    def __init__(self, capture: Callable[[], Any]) -> None:
+        self.allocation_site = capture
+
+
+class HistoryRing:
+    """A recorder appending one flat tuple per allocation and per free to ``ring`` (see the module docstring). Its
+    two methods are closures over the ring's ``append`` (they run per allocation: no attribute lookups)."""
+
+    __slots__ = ("ring", "buffer_alloc", "buffer_free")
+
+    def __init__(self, ring: Any) -> None:
+        self.ring, append, hooks, now = ring, ring.append, _hooks, _now
+
+        def buffer_alloc(buffer_id: int, nbytes: int, device: str, category: str, op: str, shape: Any,
+                         dtype: Any) -> None:
+            append((now(), "alloc", nbytes, op, hooks._step, device))
+
+        def buffer_free(buffer_id: int, nbytes: int, device: str, category: str, op: str) -> None:
+            append((now(), "free", nbytes, op, hooks._step, device))
+
+        self.buffer_alloc, self.buffer_free = buffer_alloc, buffer_free
+
+
+class StepLog:
+    """A recorder of the step ends. At every ``hooks.mark_step_end`` (before recorders of order 0) it appends to
+    ``records`` one tuple per device the allocator accounts for — ``(step, wall time s, device, allocated bytes,
+    step peak bytes, bytes per category at the peak, live tensors)`` — and ends the step peak
+    (``memory.end_step_peak(device, step)`` then returns the same figures; several logs get the same records). With
+    ``live`` (e.g. a ``deque(maxlen=n)``) it also appends ``(step, memory.live_set())`` there, the previous record
+    again when the previous step ended just before with the same live buffer count and bytes on every device
+    (nothing allocated or freed on balance). Every ``batch_steps`` steps, or when the first record waiting is
+    ``batch_s`` seconds old, it calls ``on_batch()``, which should ``take()`` the records; one that raises is
+    reported once on stderr and the records are kept. The category dicts are shared between readers: never change
+    them."""
+
+    __slots__ = ("records", "steps", "live", "on_batch", "batch_steps", "batch_s", "_last_live")
+    recorder_order = -1  # a reading: before other recorders' work at the step end
+
+    def __init__(self, on_batch: Callable[[], None], batch_steps: int = 16, batch_s: float = 0.5,
+                 live: Any = None) -> None:
+        if batch_steps < 1 or not batch_s >= 0:
+            raise ValueError(f"batch_steps must be >= 1 and batch_s >= 0, got {batch_steps} and {batch_s}")
+        self.records: list[tuple] = []
+        self.steps = 0  # step ends in records
+        self.live, self.on_batch, self.batch_steps, self.batch_s = live, on_batch, batch_steps, batch_s
+        self._last_live: tuple = (None, None, ())  # (step, signature, live_set()) of the last live record
+
+    def take(self) -> list[tuple]:
+        """The records appended since the last ``take``, oldest first."""
+        records, self.records, self.steps = self.records, [], 0
+        return records
+
+    def step_end(self, event: _hooks.StepEvent) -> None:
+        step = event.step
+        wall_time, records = _step_records(step)
+        self.records += records
+        self.steps += 1
+        if self.live is not None:
+            signature = (_memory.buffer_count(), *[record[3] for record in records])
+            last_step, last_signature, live = self._last_live
+            if last_step != step - 1 or signature != last_signature:
+                live = _memory.live_set()
+            self._last_live = (step, signature, live)
+            self.live.append((step, live))
+        if self.steps >= self.batch_steps or wall_time - self.records[0][1] >= self.batch_s:
+            self.on_batch()
+
+
+_closed: tuple = (None, 0.0, [])  # ((step, hooks.step_resets), wall time, records) of the last step end closed
+
+
+def _step_records(step: int) -> tuple[float, list[tuple]]:
+    """The step end's records, the allocator's step peaks ended once for every log of the same step end."""
+    global _closed
+    key = (step, _hooks.step_resets)
+    if _closed[0] != key:
+        wall_time = time.time()
+        _closed = (key, wall_time, [(step, wall_time, *figures) for figures in _memory.close_step_peaks(step)])
+    return _closed[1], _closed[2]
+
+
+@dataclass(frozen=True, slots=True)
+class PeakCapture:
+    """The live blocks at a peak of at least the armed size (``arm_peak_capture``)."""
+
+    device: str
+    step: int
+    bytes: int
+    blocks: tuple[_memory.LiveBlock, ...]
+
+
+class _PeakCatcher:
+    """The ``at_peak`` recorder behind ``arm_peak_capture`` (one, in the list while some device is armed)."""
+
+    recorder_order = -1
+
+    def __init__(self) -> None:
+        self.armed: dict[str, int] = {}  # device -> least bytes of a peak to capture
+        self.captured: dict[str, tuple[int, int, dict[int, list]]] = {}  # device -> (step, bytes, buffer table)
+        self.taken: dict[str, tuple] = {}  # device -> (step, hooks.step_resets, capture) of the last take(step=…)
+
+    def at_peak(self, device: str, allocated_bytes: int) -> None:
+        least = self.armed.get(device)
+        if least is not None and allocated_bytes >= least:
+            self.capture(device, allocated_bytes)
+
+    def capture(self, device: str, allocated_bytes: int) -> None:
+        self.captured[device] = (_hooks._step, allocated_bytes, _memory.buffer_table())
+        self.armed[device] = allocated_bytes + 1  # a higher peak later replaces it
+
+
+_peaks = _PeakCatcher()
+
+
+def arm_peak_capture(device: str, min_bytes: int | None) -> None:
+    """Keep a copy of the live buffers at the next peak of at least ``min_bytes`` on ``device`` (the first free
+    after it, or ``take_peak_capture`` while still at it); a higher peak later replaces it. None disarms. Costs
+    nothing per allocation: the copy is made once per peak that qualifies."""
+    if min_bytes is None:
+        _peaks.armed.pop(device, None)
+    else:
+        try:
+            least = operator.index(min_bytes)  # an int or a NumPy integer
+        except TypeError:
+            least = -1
+        if least < 0:
+            raise ValueError(f"peak capture size must be a non-negative number of bytes or None, got {min_bytes!r}")
+        _peaks.armed[device] = least
+    if _peaks.armed:
+        _hooks.add_recorder(_peaks)
+    else:
+        _hooks.remove_recorder(_peaks)
+
+
+def take_peak_capture(device: str = "cpu", step: int | None = None) -> PeakCapture | None:
+    """The capture armed by ``arm_peak_capture`` (None if no qualifying peak happened); clears it. With ``step`` (the
+    step that ended), later calls for the same step get the same answer (several readers of one step boundary); a
+    step number counted again after ``hooks.reset_step`` is a new step."""
+    taken = _peaks.taken.get(device)
+    if step is not None and taken is not None and taken[0] == step and taken[1] == _hooks.step_resets:
+        return taken[2]
+    least, allocated = _peaks.armed.get(device), _memory.allocated_bytes(device)
+    if least is not None and _memory.at_step_peak(device) and allocated >= least:
+        _peaks.capture(device, allocated)
+    captured = _peaks.captured.pop(device, None)
+    capture = None if captured is None else PeakCapture(device, captured[0], captured[1],
+                                                         _memory.table_blocks(captured[2], device))
+    if step is not None:
+        _peaks.taken[device] = (step, _hooks.step_resets, capture)
+    return capture
