@@ -1,6 +1,7 @@
 """ScalarBatch: what `EventFileReader.read_columns()` returns — every scalar point as numpy columns."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,7 +51,7 @@ class ScalarBatchBuilder:
         self.events: list[Event] = []
         self.records = 0
 
-    def add(self, decoder: RecordDecoder, records: list[bytes],
+    def add(self, decoder: RecordDecoder, records: Sequence[bytes],
             located: tuple[bytes, np.ndarray, np.ndarray] | None = None) -> None:
         self.records += len(records)
         decoder.decode_into(records, self._columnar, self._single, located)
