@@ -85,9 +85,12 @@ class ScalarBatchBuilder:
         self._flush_singles()
         names = self._codes_by_tag
         codes = []
+        renumbers: dict[int, np.ndarray] = {}  # by the names list: the runs of one decoded chunk share theirs
         for columns in self._columns:
-            renumber = np.fromiter((names.setdefault(name, len(names)) for name in columns.names), np.int32,
-                                   len(columns.names))
+            renumber = renumbers.get(id(columns.names))
+            if renumber is None:
+                renumber = renumbers[id(columns.names)] = np.fromiter(
+                    (names.setdefault(name, len(names)) for name in columns.names), np.int32, len(columns.names))
             codes.append(renumber[columns.codes] if len(columns.codes) else columns.codes.astype(np.int32))
         parts = self._columns
         return ScalarBatch(list(names), _joined(codes, np.int32), _joined([c.steps for c in parts], np.int64),
