@@ -63,8 +63,8 @@ def _low_headers_intact(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarra
 
 
 def headers_intact(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(intact, length as int64; 0 where not intact) of the headers at `offsets`: whole in `raw`, the length's
-    CRC right and the length at most MAX_RECORD_BYTES."""
+    """(intact, length as int64; 0 where not intact) of the headers at `offsets`: whole in `raw` (which holds at
+    least HEADER_BYTES), the length's CRC right and the length at most MAX_RECORD_BYTES."""
     whole = offsets <= len(raw) - HEADER_BYTES
     if not whole.all():
         offsets = np.where(whole, offsets, 0)
