@@ -1,6 +1,6 @@
 """How fast the board serves every point of a log directory, against TensorBoard serving its sample.
 
-    .venv/bin/python bench/board_ingest.py [--large] [--skip-python-loader]
+    .venv/bin/python bench/board_ingest.py [--large] [--skip-python-loader] [--repeat N]
 
 Generates log directories under .bench/ (kept between runs), then for each one measures, in this run:
   - board: seconds from process start until `/api/scalars` has served every point of every tag, the peak RSS
@@ -150,6 +150,20 @@ class PeakRss:
             pass
         return total
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the tree so far: the processes alive now and the children they reaped."""
+        total = 0.0
+        try:
+            for process in [self.process, *self.process.children(recursive=True)]:
+                try:
+                    times = process.cpu_times()
+                except psutil.Error:
+                    continue
+                total += times.user + times.system + times.children_user + times.children_system
+        except psutil.Error:
+            pass
+        return total
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self.peak = max(self.peak, self.current())
@@ -213,6 +227,7 @@ class Served:
     steady_rss: int
     listening: float = 0.0  # from process start until the first HTTP answer
     load: float = 0.0  # the board's own account of its first pass over the directory (server side)
+    last_tags_cpu: float = 0.0  # CPU seconds of the process tree until every run's last tag was served
 
 
 def serve_board(logdir: Path, cache: Path, shape: Shape | None) -> Served:
@@ -235,12 +250,14 @@ def serve_board(logdir: Path, cache: Path, shape: Shape | None) -> Served:
                 return body is not None and len(orjson.loads(body)["steps"]) == shape.steps  # the client parses fast too
 
             last_tags = wait_for_tags(shape.last_tags(), served, "every point of the last tags from the board") - started
+            last_tags_cpu = rss.cpu_seconds()
             wait_for_tags(shape.all_tags(), served, "every point from the board")
         seconds = time.perf_counter() - started
         load = json.loads(get(f"{base}/api/runs"))["first_load_seconds"] or 0.0
         time.sleep(0.5)
         steady = rss.current()
-        return Served(seconds, 0.0 if shape is None else last_tags, rss.stop(), steady, listening, load)
+        return Served(seconds, 0.0 if shape is None else last_tags, rss.stop(), steady, listening, load,
+                      0.0 if shape is None else last_tags_cpu)
     finally:
         rss.stop()
         stop_tree(process)
@@ -266,9 +283,10 @@ def serve_tensorboard(logdir: Path, shape: Shape, load_fast: bool) -> Served:
     try:
         what = f"TensorBoard (load_fast={load_fast})"
         last_tags = wait_for_tags(shape.last_tags(), served, what + ", last tags") - started
+        last_tags_cpu = rss.cpu_seconds()
         seconds = wait_for_tags(shape.all_tags(), served, what) - started
         steady = rss.current()
-        return Served(seconds, last_tags, rss.stop(), steady)
+        return Served(seconds, last_tags, rss.stop(), steady, last_tags_cpu=last_tags_cpu)
     finally:
         rss.stop()
         stop_tree(process)
@@ -344,7 +362,29 @@ def mib(size: int) -> str:
     return f"{size / 2**20:.0f} MiB"
 
 
-def bench_directory(shape: Shape, python_loader: bool) -> list[str]:
+def repeated_pairs(shape: Shape, logdir: Path, cache: Path, repeats: int) -> list[str]:
+    """`repeats` more first opens of the board, each followed by TensorBoard (fast loader): on a shared machine the
+    load changes between two measurements, so each pair gives ratios and the medians are reported."""
+    pairs = []
+    for _ in range(repeats):
+        shutil.rmtree(cache, ignore_errors=True)
+        board = serve_board(logdir, cache, shape)
+        tensorboard = serve_tensorboard(logdir, shape, load_fast=True)
+        pairs.append((board.seconds / tensorboard.seconds, board.last_tags / tensorboard.last_tags,
+                      board.peak_rss / tensorboard.peak_rss, board.last_tags_cpu / tensorboard.last_tags_cpu,
+                      board, tensorboard))
+    rows = [f"- {repeats} more pairs (board first open, then TensorBoard --load_fast=true), ratios board/TensorBoard:"]
+    for every, last, rss, cpu, board, tensorboard in pairs:
+        rows.append(f"  - every tag {board.seconds:.2f}/{tensorboard.seconds:.2f} s = {every:.2f}, each run's last "
+                    f"tag {board.last_tags:.2f}/{tensorboard.last_tags:.2f} s = {last:.2f} (CPU "
+                    f"{board.last_tags_cpu:.1f}/{tensorboard.last_tags_cpu:.1f} s = {cpu:.2f}), peak RSS "
+                    f"{mib(board.peak_rss)}/{mib(tensorboard.peak_rss)} = {rss:.2f}")
+    rows.append("  - medians: every tag {:.2f}, each run's last tag {:.2f}, peak RSS {:.2f}, CPU to the last tags "
+                "{:.2f}".format(*(statistics.median(pair[index] for pair in pairs) for index in range(4))))
+    return rows
+
+
+def bench_directory(shape: Shape, python_loader: bool, repeats: int = 0) -> list[str]:
     logdir = generate(shape)
     cache = WORK / f"cache-{shape.name}"
     shutil.rmtree(cache, ignore_errors=True)
@@ -374,6 +414,9 @@ def bench_directory(shape: Shape, python_loader: bool) -> list[str]:
         "",
         "- `s to every tag` walks all tags one request at a time, so it includes each server's time per request "
         "(TensorBoard's is tens of ms); `s to each run's last tag` is mostly loading.",
+        f"- CPU seconds of the process tree until each run's last tag was served (less sensitive to other load on "
+        f"the machine than wall time): board first open {first.last_tags_cpu:.1f}, TensorBoard "
+        f"{fast.last_tags_cpu:.1f} = {first.last_tags_cpu / fast.last_tags_cpu:.2f}",
         f"- opening the directory (the board's first pass, server side): first {first.load:.2f} s, "
         f"re-open {again.load:.2f} s = {again.load / first.load:.1%} (target ≤ 10 %)",
         f"- re-open / first open counting until every point was served: {again.seconds / first.seconds:.1%} from "
@@ -381,6 +424,7 @@ def bench_directory(shape: Shape, python_loader: bool) -> list[str]:
         "HTTP answer (both include serving all points as JSON, the same work in both)",
         f"- board steady RSS above an empty board: {(first.steady_rss - empty.steady_rss) / 2**20:.0f} MiB "
         f"= {per_point:.1f} bytes per stored scalar point (target ≤ 32); empty board {mib(empty.steady_rss)}",
+        *(repeated_pairs(shape, logdir, cache, repeats) if repeats else []),
         "",
     ]
     return rows
@@ -390,12 +434,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--large", action="store_true", help=f"also the {LARGE.points:,}-point directory")
     parser.add_argument("--skip-python-loader", action="store_true", help="skip TensorBoard's slow Python loader")
+    parser.add_argument("--repeat", type=int, default=0, metavar="N",
+                        help="N more board/TensorBoard pairs on the large directory, and the median ratios")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB", flush=True)
     lines = bench_directory(SMALL, python_loader=not args.skip_python_loader)
     print("\n".join(lines), flush=True)
     if args.large:
-        large = bench_directory(LARGE, python_loader=False)
+        large = bench_directory(LARGE, python_loader=False, repeats=args.repeat)
         print("\n".join(large), flush=True)
         lines += large
     timings = chart_callback_ms()

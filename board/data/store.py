@@ -1,12 +1,15 @@
 """The log directory as the board sees it: runs discovered and tailed in the background, queried by name."""
 from __future__ import annotations
 
+import json
 import logging
 import os
+import queue
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from board.data import cache
@@ -44,6 +47,20 @@ def _file_marks(location: RunLocation) -> tuple[tuple[str, int, int], ...]:
             continue
         marks.append((name, stat.st_size, stat.st_mtime_ns))
     return tuple(marks)
+
+
+def _forward_names(process: subprocess.Popen, done: queue.SimpleQueue) -> None:
+    """Puts each run name a worker reports done (one JSON string a line) into `done`, then None at its end."""
+    try:
+        for line in process.stdout:  # type: ignore[union-attr]
+            try:
+                name = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(name, str):
+                done.put(name)
+    finally:
+        done.put(None)
 
 
 class UnknownSeries(KeyError):
@@ -85,23 +102,35 @@ class LogdirStore:
             for name in set(self._runs) - set(locations):
                 del self._runs[name]
                 self._summaries.pop(name, None)
+        published: set[str] = set()
+
+        def publish(name: str) -> None:
+            if name in locations and name not in published:
+                published.add(name)
+                self._publish(name, locations[name])
+
+        # each run a worker has decoded is mapped and served at once, while the workers decode the others
         self._decode_in_workers([locations[name] for name in sorted(set(locations) - set(self._runs))
-                                 if locations[name].event_files])
-        for name, location in sorted(locations.items()):
-            run = self._refresh_run(self._runs.get(name), location)
-            if run is None:
-                continue
-            summary = run.summary()
-            with self._lock:
-                previous = self._summaries.get(name)
-                self._runs[name] = run
-                self._summaries[name] = summary
-            for line in set(summary.warnings) - set(previous.warnings if previous else ()):
-                log.warning("run %s: %s", name, line)  # once per warning, not once per pass
+                                 if locations[name].event_files], publish)
+        for name in sorted(locations):
+            publish(name)
         self.last_refresh_seconds = time.perf_counter() - started
         if self.refreshes == 0:
             self.first_load_seconds = self.last_refresh_seconds
         self.refreshes += 1
+
+    def _publish(self, name: str, location: RunLocation) -> None:
+        """Read what the run's files gained and make it visible to requests."""
+        run = self._refresh_run(self._runs.get(name), location)
+        if run is None:
+            return
+        summary = run.summary()
+        with self._lock:
+            previous = self._summaries.get(name)
+            self._runs[name] = run
+            self._summaries[name] = summary
+        for line in set(summary.warnings) - set(previous.warnings if previous else ()):
+            log.warning("run %s: %s", name, line)  # once per warning, not once per pass
 
     def _refresh_run(self, run: RunState | None, location: RunLocation) -> RunState | None:
         """The run after reading what its files gained; None when it vanished while being read."""
@@ -129,8 +158,9 @@ class LogdirStore:
             run.failure = None
         return run
 
-    def _decode_in_workers(self, new_runs: list[RunLocation]) -> None:
-        """Decode large new runs into the cache in worker processes, then let this pass map their results.
+    def _decode_in_workers(self, new_runs: list[RunLocation], decoded: Callable[[str], None]) -> None:
+        """Decode large new runs into the cache in worker processes; `decoded(name)` is called (in this thread)
+        as each run is done, so that it is mapped while the workers go on; returns when they all exited.
 
         Besides using every core, this keeps the decoding's short-lived objects out of the server process,
         whose memory then holds little more than the mapped columns.
@@ -149,11 +179,22 @@ class LogdirStore:
             loads[lightest] += sizes[name]
         command = [sys.executable, "-m", "board.data.worker", str(self.logdir), str(self.cache_root)]
         processes = []
+        done: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        running = 0  # workers whose names are being forwarded
         try:
             for group in groups:
-                processes.append(subprocess.Popen([*command, *group]))
-        except OSError as error:  # no process to spare: the pass reads the remaining runs itself
+                process = subprocess.Popen([*command, *group], stdout=subprocess.PIPE)
+                processes.append(process)
+                threading.Thread(target=_forward_names, args=(process, done), daemon=True).start()
+                running += 1
+        except (OSError, RuntimeError) as error:  # no process or thread to spare: the pass reads the rest itself
             log.warning("cannot start a decoding worker: %s", error)
+        while running:
+            name = done.get()
+            if name is None:
+                running -= 1
+            else:
+                decoded(name)
         for process in processes:
             if process.wait() != 0:  # the pass reads those runs itself
                 log.warning("a decoding worker failed (exit %s)", process.returncode)

@@ -5,6 +5,7 @@ over through the cache files only (no pickling between processes); the store the
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from board.data.run import RunState
 
 def load_into_cache(logdir: Path, cache_root: Path, runs: list[str]) -> list[str]:
     """Decode `runs` into the cache, each on its own: one that fails is reported (one line on stderr) and left
-    uncached for the board to read itself, and the others are decoded all the same. Returns the failed runs."""
+    uncached for the board to read itself, and the others are decoded all the same. Each run's name is written
+    to stdout (a JSON string a line) once it is done, cached or failed, so the board can map it at once.
+    Returns the failed runs."""
     locations = discover_runs(logdir)
     failed = []
     for name in runs:
@@ -29,6 +32,7 @@ def load_into_cache(logdir: Path, cache_root: Path, runs: list[str]) -> list[str
         except Exception as error:  # NOTE: the board reads this run itself and shows why it failed
             print(f"board worker: run {name}: {type(error).__name__}: {error}", file=sys.stderr)
             failed.append(name)
+        print(json.dumps(name), flush=True)
     return failed
 
 

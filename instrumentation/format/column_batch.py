@@ -1,6 +1,7 @@
 """ScalarBatch: what `EventFileReader.read_columns()` returns — every scalar point as numpy columns."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,7 +51,7 @@ class ScalarBatchBuilder:
         self.events: list[Event] = []
         self.records = 0
 
-    def add(self, decoder: RecordDecoder, records: list[bytes],
+    def add(self, decoder: RecordDecoder, records: Sequence[bytes],
             located: tuple[bytes, np.ndarray, np.ndarray] | None = None) -> None:
         self.records += len(records)
         decoder.decode_into(records, self._columnar, self._single, located)
@@ -84,9 +85,12 @@ class ScalarBatchBuilder:
         self._flush_singles()
         names = self._codes_by_tag
         codes = []
+        renumbers: dict[int, np.ndarray] = {}  # by the names list: the runs of one decoded chunk share theirs
         for columns in self._columns:
-            renumber = np.fromiter((names.setdefault(name, len(names)) for name in columns.names), np.int32,
-                                   len(columns.names))
+            renumber = renumbers.get(id(columns.names))
+            if renumber is None:
+                renumber = renumbers[id(columns.names)] = np.fromiter(
+                    (names.setdefault(name, len(names)) for name in columns.names), np.int32, len(columns.names))
             codes.append(renumber[columns.codes] if len(columns.codes) else columns.codes.astype(np.int32))
         parts = self._columns
         return ScalarBatch(list(names), _joined(codes, np.int32), _joined([c.steps for c in parts], np.int64),

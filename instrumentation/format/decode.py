@@ -1,7 +1,7 @@
 """Event protos -> frozen value objects, for every scalar/histogram/text form that TensorBoard-family writers use."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -148,13 +148,14 @@ class RecordDecoder:
     def __init__(self) -> None:
         self.failures = 0
 
-    def decode(self, records: list[bytes]) -> list[Event]:
+    def decode(self, records: Sequence[bytes],
+               located: tuple[bytes, np.ndarray, np.ndarray] | None = None) -> list[Event]:
         events: list[Event] = []
         extend = events.extend
-        self.decode_into(records, lambda columns: extend(_scalar_events(columns)), events.append)
+        self.decode_into(records, lambda columns: extend(_scalar_events(columns)), events.append, located)
         return events
 
-    def decode_into(self, records: list[bytes], columnar: Callable[[TaggedColumns], object],
+    def decode_into(self, records: Sequence[bytes], columnar: Callable[[TaggedColumns], object],
                     single: Callable[[Event], object],
                     located: tuple[bytes, np.ndarray, np.ndarray] | None = None) -> None:
         """Hands every record over in file order: runs of scalar records as `TaggedColumns` to `columnar`, every

@@ -77,7 +77,7 @@ class EventFileReader:
         decoder = RecordDecoder()
         with gc_paused():
             for scan in self._scan(max_records):
-                events.extend(decoder.decode(scan.records))
+                events.extend(decoder.decode(scan.records, (scan.buffer, scan.data_starts, scan.data_lengths)))
         self.corrupt_records += decoder.failures
         return events
 

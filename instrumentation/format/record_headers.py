@@ -50,6 +50,29 @@ def masked_crc32c_array(crcs: np.ndarray) -> np.ndarray:
     return (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(MASK_DELTA)) & np.uint64(_U32)
 
 
+def _low_headers_intact(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(intact, length as int64) of the headers at `offsets`, whose length bytes 4..7 are known to be zero: the
+    table-driven CRC of the low 4 length bytes and the bound."""
+    length = u32_at(raw, offsets)
+    stored = u32_at(raw, offsets + 8)
+    crc = _LOW_TABLE[length & 0xFFFF] ^ _HIGH_TABLE[length >> 16]
+    masked = ((crc >> 15) | (crc << 17)) + np.uint32(MASK_DELTA)  # uint32 arithmetic wraps mod 2**32
+    # an all-zero header is never intact (its CRC would be 0); the test keeps zero-filled tails cheap
+    good = (length <= MAX_RECORD_BYTES) & (masked == stored) & ((length != 0) | (stored != 0))
+    return good, length.astype(np.int64)
+
+
+def headers_intact(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(intact, length as int64; 0 where not intact) of the headers at `offsets`: whole in `raw` (which holds at
+    least HEADER_BYTES), the length's CRC right and the length at most MAX_RECORD_BYTES."""
+    whole = offsets <= len(raw) - HEADER_BYTES
+    if not whole.all():
+        offsets = np.where(whole, offsets, 0)
+    good, length = _low_headers_intact(raw, offsets)
+    good &= whole & (u32_at(raw, offsets + 4) == 0)
+    return good, np.where(good, length, 0)
+
+
 def intact_headers(raw: np.ndarray, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, lengths) of every position p in [start, stop) where raw[p:p+12] is an intact header of a record
     of at most MAX_RECORD_BYTES: int64 arrays, in order. Positions whose 12 bytes are not all in `raw` are not tested.
@@ -82,13 +105,7 @@ def intact_headers(raw: np.ndarray, start: int = 0, stop: int | None = None) -> 
         if not zero_high.any():
             continue
         candidates = np.flatnonzero(zero_high) + block
-        length = u32_at(raw, candidates)
-        stored = u32_at(raw, candidates + 8)
-        crc = _LOW_TABLE[length & 0xFFFF] ^ _HIGH_TABLE[length >> 16]
-        masked = ((crc >> 15) | (crc << 17)) + np.uint32(MASK_DELTA)  # uint32 arithmetic wraps mod 2**32
-        # an all-zero header is never intact (its CRC would be 0); the test keeps zero-filled tails cheap
-        good = (length <= MAX_RECORD_BYTES) & (masked == stored) & ((length != 0) | (stored != 0))
-        length = length.astype(np.int64)
+        good, length = _low_headers_intact(raw, candidates)
         offsets.append(candidates[good])
         lengths.append(length[good])
     if not offsets:

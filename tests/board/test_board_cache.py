@@ -64,6 +64,43 @@ def test_worker_processes_decode_the_same_points(tmp_path: Path, monkeypatch) ->
         assert parallel.scalars(run, "loss")[0].steps.tolist() == list(range(300))
 
 
+def test_each_run_a_worker_decoded_is_served_while_the_workers_go_on(tmp_path: Path, monkeypatch) -> None:
+    import board.data.store as store_module
+
+    logdir = tmp_path / "logs"
+    for run in ("a", "b", "c", "d"):
+        write_scalars(logdir / run, "loss", np.arange(200), np.zeros(200))
+    events: list[str] = []
+    publish, decode = LogdirStore._publish, LogdirStore._decode_in_workers
+
+    def recording_publish(self, name, location):
+        publish(self, name, location)
+        events.append(f"published {name}" + (" (served)" if name in {s.name for s in self.runs()} else ""))
+
+    def recording_decode(self, runs, decoded):
+        decode(self, runs, decoded)
+        events.append("workers done")
+
+    monkeypatch.setattr(store_module, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(LogdirStore, "_publish", recording_publish)
+    monkeypatch.setattr(LogdirStore, "_decode_in_workers", recording_decode)
+    parallel = store(logdir, tmp_path / "cache", workers=2)
+    # every run was mapped and served as its worker reported it, before the workers were all done
+    assert events[-1] == "workers done" and len(events) == 5
+    assert sorted(events[:4]) == [f"published {run} (served)" for run in "abcd"]
+    assert all(len(parallel.scalars(run, "loss")[0]) == 200 for run in "abcd")
+
+
+def test_a_worker_reports_each_run_on_its_own_line_as_json_once_done(tmp_path: Path, capsys) -> None:
+    from board.data import worker
+
+    logdir = tmp_path / "logs"
+    for run in ("a", "new\nline"):
+        write_scalars(logdir / run, "loss", np.arange(10), np.zeros(10))
+    assert worker.load_into_cache(logdir, tmp_path / "cache", ["new\nline", "a", "missing"]) == []
+    assert capsys.readouterr().out == '"new\\nline"\n"a"\n'
+
+
 def test_an_in_place_edit_past_the_first_4_kib_at_the_same_length_is_not_served_from_the_cache(tmp_path: Path) -> None:
     logdir, cache_root = tmp_path / "logs", tmp_path / "cache"
     path = logdir / "run" / EVENTS
