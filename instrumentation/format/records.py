@@ -11,7 +11,7 @@ from google_crc32c import value as crc32c
 
 from instrumentation.format.confined import open_regular
 from instrumentation.format.record_chain import chain_data_intact, chained_records
-from instrumentation.format.record_headers import (FOOTER_BYTES, HEADER_BYTES, MAX_RECORD_BYTES, header_problem,
+from instrumentation.format.record_headers import (FOOTER_BYTES, HEADER_BYTES, header_problem,
                                                    headers_intact, intact_headers, masked_crc32c,
                                                    masked_crc32c_array, u32_at)
 
