@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from engine.backend.cuda.sources import CHECK_ARCHITECTURES, OPTIONS, SOURCES, read_source
+from engine.backend.cuda.sources import CHECK_ARCHITECTURES, CUPY_ADDED_OPTIONS, OPTIONS, SOURCES, read_source
 
 _WHEEL_LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.12")
 _SYSTEM_LIBRARIES = ("/usr/local/cuda/lib64/libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13")
@@ -65,7 +65,7 @@ class Nvrtc:
         self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         return self.lib.nvrtcGetErrorString(code).decode()
 
-    def compile(self, kernel: str, text: str, arch: str, options: Sequence[str] = OPTIONS) -> CompileResult:
+    def compile(self, kernel: str, text: str, arch: str, options: Sequence[str] = OPTIONS + CUPY_ADDED_OPTIONS) -> CompileResult:
         program = ctypes.c_void_p()
         code = self.lib.nvrtcCreateProgram(ctypes.byref(program), text.encode(), f"{kernel}.cu".encode(), 0, None,
                                            None)

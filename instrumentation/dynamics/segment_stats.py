@@ -113,6 +113,8 @@ def segment_stats(flat: np.ndarray, segments: Segments, *, extremes: bool = True
     if not segments.row_starts.size:
         return SegmentStats(np.zeros(segments.count), none_found, none_found, segments.zero_counts,
                             segments.zero_counts)
+    if type(flat).__module__.startswith("cupy"):
+        return _on_device(flat, segments, extremes)
     rows = flat.reshape(-1, segments.block)
     if rows.dtype.itemsize < 4:
         rows = rows.astype(np.float32)  # float16 squares overflow past 256
@@ -154,3 +156,21 @@ def _recounted(flat: np.ndarray, segments: Segments, sum_squares: np.ndarray, mi
             finite = wide[~(nans | infs)]
             minimum[index], maximum[index] = (finite.min(), finite.max()) if finite.size else (np.nan, np.nan)
     return SegmentStats(sum_squares, minimum, maximum, nan_count, inf_count, len(recounted))
+
+
+def _on_device(flat, segments: Segments, extremes: bool) -> SegmentStats:
+    """A CuPy buffer: every statistic in one kernel launch and one copy to the host (engine/backend/cuda/kernels.py),
+    returned as the CPU path returns them (float64 and the counts where a sum of squares is not finite)."""
+    from engine.backend.cuda.kernels import segment_statistics_host  # NOTE: lazy: only CuPy buffers need CuPy
+
+    wide = flat.astype(np.float32) if flat.dtype.itemsize < 4 else flat
+    sum_squares, minimum, maximum, nan_count, inf_count = segment_statistics_host(wide, segments.starts,
+                                                                                  segments.sizes)
+    with np.errstate(over="ignore"):
+        narrow = sum_squares.astype(wide.dtype)
+    recounted = int(np.count_nonzero(~np.isfinite(narrow)))
+    wanted = np.float64 if recounted else flat.dtype
+    minimum, maximum = (minimum.astype(wanted), maximum.astype(wanted)) if extremes else (segments.no_values,) * 2
+    if not recounted:
+        return SegmentStats(narrow, minimum, maximum, segments.zero_counts, segments.zero_counts)
+    return SegmentStats(sum_squares, minimum, maximum, nan_count, inf_count, recounted)

@@ -8,6 +8,8 @@ SOURCES = ("softmax_xent", "bias_activation", "im2col", "pool", "adam", "statist
 # NOTE: --fmad=false keeps a*b + c as two roundings (no fused multiply-add), as NumPy computes it, so that Adam,
 # average pooling and col2im equal their NumPy references bit for bit.
 OPTIONS = ("--std=c++14", "--fmad=false")
+# CuPy adds these to every RawModule compile (flush float32 denormals to zero): the check compiles with them too.
+CUPY_ADDED_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
 CHECK_ARCHITECTURES = ("sm_80", "sm_90")
 
 
