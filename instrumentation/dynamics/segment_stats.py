@@ -166,10 +166,12 @@ def _on_device(flat, segments: Segments, extremes: bool) -> SegmentStats:
     wide = flat.astype(np.float32) if flat.dtype.itemsize < 4 else flat
     sum_squares, minimum, maximum, nan_count, inf_count = segment_statistics_host(wide, segments.starts,
                                                                                   segments.sizes)
+    some_empty = segments.nonempty is not None  # the CPU path spreads its results into float64 arrays then
     with np.errstate(over="ignore"):
         narrow = sum_squares.astype(wide.dtype)
     recounted = int(np.count_nonzero(~np.isfinite(narrow)))
-    wanted = np.float64 if recounted else flat.dtype
+    narrow = narrow.astype(np.float64) if some_empty else narrow
+    wanted = np.float64 if recounted or some_empty else flat.dtype
     minimum, maximum = (minimum.astype(wanted), maximum.astype(wanted)) if extremes else (segments.no_values,) * 2
     if not recounted:
         return SegmentStats(narrow, minimum, maximum, segments.zero_counts, segments.zero_counts)

@@ -1,0 +1,49 @@
+"""The CUDA kernels and their launchers, run on the CPU by tests/engine/cuda_emulator.py, against the NumPy references
+(the cases of tests/gpu/kernel_cases.py, which the GPU run uses too): the kernels' logic and every launch's arguments
+are checked here without a device."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+import cuda_emulator
+from engine.backend import cuda_backend
+from engine.backend.cuda import sources
+from tests.gpu.kernel_cases import CASES, DTYPES
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the kernel emulator compiles with g++")
+
+
+@pytest.fixture(scope="module")
+def emulated_kernels():
+    """engine/backend/cuda/kernels.py loaded with the emulator as its ``cupy``."""
+    saved = cuda_backend.cupy
+    cuda_backend.cupy = cuda_emulator
+    try:
+        path = sources.KERNEL_DIR.parent / "kernels.py"
+        spec = importlib.util.spec_from_file_location("engine.backend.cuda.kernels", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        cuda_backend.cupy = saved
+    return module
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.__name__)
+def test_kernel_matches_reference_on_the_emulator(emulated_kernels, case, dtype, monkeypatch):
+    monkeypatch.setitem(sys.modules, "engine.backend.cuda.kernels", emulated_kernels)  # for segment_stats' hook
+    case(cuda_emulator, emulated_kernels, dtype)
+
+
+def test_emulator_rejects_a_launch_with_wrong_argument_types(emulated_kernels):
+    kernel = emulated_kernels._kernel("bias_activation_forward", np.float32)
+    x = cuda_emulator.zeros((2, 3), np.float32)
+    with pytest.raises(TypeError, match="argument 2"):
+        kernel((1,), (32,), (x, x[0].copy(), 6, np.int64(3), np.int32(0), x))  # a Python int for a long long
+    with pytest.raises(TypeError, match="array of float64"):
+        kernel((1,), (32,), (x, cuda_emulator.zeros(3, np.float64), np.int64(6), np.int64(3), np.int32(0), x))
