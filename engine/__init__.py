@@ -1,7 +1,7 @@
 """flowscope's deep-learning engine: tensors, autodiff, layers, optimizers, data; observable through one list of recorders (engine.hooks)."""
 from __future__ import annotations
 
-from engine import config, hooks, memory, memory_recording, op_log
+from engine import config, cuda, hooks, memory, memory_recording, op_log
 from engine.memory import OutOfMemoryError
 from engine.errors import NonFiniteError
 from engine.tensor import Tensor, tensor

@@ -161,11 +161,11 @@ def _recounted(flat: np.ndarray, segments: Segments, sum_squares: np.ndarray, mi
 def _on_device(flat, segments: Segments, extremes: bool) -> SegmentStats:
     """A CuPy buffer: every statistic in one kernel launch and one copy to the host (engine/backend/cuda/kernels.py),
     returned as the CPU path returns them (float64 and the counts where a sum of squares is not finite)."""
-    from engine.backend.cuda.kernels import segment_statistics_host  # NOTE: lazy: only CuPy buffers need CuPy
+    from engine.cuda import statistics  # NOTE: lazy: only CuPy buffers need CuPy
 
     wide = flat.astype(np.float32) if flat.dtype.itemsize < 4 else flat
-    sum_squares, minimum, maximum, nan_count, inf_count = segment_statistics_host(wide, segments.starts,
-                                                                                  segments.sizes)
+    sum_squares, minimum, maximum, nan_count, inf_count = statistics.segment_statistics(wide, segments.starts,
+                                                                                        segments.sizes)
     some_empty = segments.nonempty is not None  # the CPU path spreads its results into float64 arrays then
     with np.errstate(over="ignore"):
         narrow = sum_squares.astype(wide.dtype)
