@@ -157,7 +157,7 @@ def fused_cases(cp: Any, kernels: Any) -> dict[str, tuple[Callable[[], Any], Cal
                               max_pool_backward_unfused),
         "avg_pool_forward": (lambda: kernels.avg_pool2d_forward(pooled_in, 2, 2, 2, 2), avg_pool_unfused),
         "adam_step (6 tensors)": (lambda: kernels.adam_step(*state, **hyper), adam_unfused),
-        "segment_statistics (18 segments)": (lambda: kernels.segment_statistics(flat, starts, lengths),
+        "segment_statistics (18 segments)": (lambda: kernels.segment_statistics_packed(flat, starts, lengths),
                                              stats_unfused),
         "dead_unit_counts": (lambda: kernels.dead_unit_counts(activations),
                              lambda: cp.count_nonzero(~(activations > 0), axis=0)),
