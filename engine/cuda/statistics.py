@@ -13,3 +13,11 @@ def segment_statistics(flat: Any, starts: np.ndarray, sizes: np.ndarray) -> tupl
     from engine.backend.cuda.kernels import segment_statistics_host  # NOTE: lazy: needs CuPy
 
     return segment_statistics_host(flat, starts, sizes)
+
+
+def dead_unit_counts(activations: Any) -> np.ndarray:
+    """Per unit (axis 1), how many values of a CuPy activation array are not > 0, over the batch and every
+    position, as a NumPy int64 array: a unit is dead when its count is ``activations.size // units``."""
+    from engine.backend.cuda.kernels import dead_unit_counts as on_device  # NOTE: lazy: needs CuPy
+
+    return on_device(activations).get()

@@ -32,6 +32,9 @@ class ndarray(np.ndarray):
     def data(self) -> Any:  # type: ignore[override]
         return types.SimpleNamespace(ptr=self.ctypes.data)
 
+    def get(self) -> np.ndarray:
+        return asnumpy(self)
+
 
 ndarray.__module__ = "cupy_emulated"  # instrumentation's segment_stats tells CuPy buffers by their module
 

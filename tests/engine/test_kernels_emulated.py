@@ -47,3 +47,22 @@ def test_emulator_rejects_a_launch_with_wrong_argument_types(emulated_kernels):
         kernel((1,), (32,), (x, x[0].copy(), 6, np.int64(3), np.int32(0), x))  # a Python int for a long long
     with pytest.raises(TypeError, match="array of float64"):
         kernel((1,), (32,), (x, cuda_emulator.zeros(3, np.float64), np.int64(6), np.int64(3), np.int32(0), x))
+
+
+def test_public_statistics_use_the_kernels(emulated_kernels, monkeypatch):
+    from engine.cuda import statistics
+
+    monkeypatch.setitem(sys.modules, "engine.backend.cuda.kernels", emulated_kernels)
+    a = np.array([[1.0, 0.0], [np.nan, 0.0], [-1.0, 2.0]])
+    assert statistics.dead_unit_counts(cuda_emulator.asarray(a)).tolist() == [2, 2]
+    sums = statistics.segment_statistics(cuda_emulator.asarray(a.reshape(-1)), np.array([0, 4]), np.array([4, 2]))[0]
+    assert np.isnan(sums[0]) and sums[1] == 5.0
+
+
+def test_public_statistics_without_cupy_say_why():
+    from engine.cuda import statistics
+
+    if cuda_backend.cupy is not None:
+        pytest.skip("CuPy is installed here")
+    with pytest.raises(RuntimeError, match="CuPy|CUDA"):
+        statistics.dead_unit_counts(np.zeros((2, 2)))
