@@ -66,3 +66,22 @@ def test_public_statistics_without_cupy_say_why():
         pytest.skip("CuPy is installed here")
     with pytest.raises(RuntimeError, match="CuPy|CUDA"):
         statistics.dead_unit_counts(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.__name__)
+def test_grid_stride_loops_cover_everything_with_one_block(emulated_kernels, case, monkeypatch):
+    """With the grid capped at one block, every thread loops over many elements (as on inputs past MAX_BLOCKS)."""
+    monkeypatch.setitem(sys.modules, "engine.backend.cuda.kernels", emulated_kernels)
+    monkeypatch.setattr(emulated_kernels, "MAX_BLOCKS", 1)
+    case(cuda_emulator, emulated_kernels, np.float64)
+
+
+def test_launchers_name_what_is_wrong(emulated_kernels):
+    with pytest.raises(TypeError, match="im2col: float32 or float64"):
+        emulated_kernels.im2col(cuda_emulator.zeros((1, 1, 3, 3), np.int64), 2, 2, 1, 1)
+    with pytest.raises(TypeError, match="expected a cupy array"):
+        emulated_kernels.avg_pool2d_forward(np.zeros((1, 1, 3, 3)), 2, 2, 1, 1)
+    with pytest.raises(ValueError, match=r"labels must be \(3,\)"):
+        emulated_kernels.softmax_cross_entropy_forward(cuda_emulator.zeros((3, 4)), np.zeros(2, np.int64), -100)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        emulated_kernels.bias_activation_forward(cuda_emulator.zeros((3, 4)), cuda_emulator.zeros(4), "swish")
