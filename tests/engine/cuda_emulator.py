@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import re
 import subprocess
 import types
@@ -152,14 +153,16 @@ class RawModule:
         digest = hashlib.sha256((header + program).encode()).hexdigest()[:16]
         self.build_dir.mkdir(parents=True, exist_ok=True)
         library = self.build_dir / f"{digest}.so"
-        if not library.exists():
-            source = self.build_dir / f"{digest}.cpp"
+        if not library.exists():  # NOTE: per-process scratch names, then an atomic rename: parallel runs are safe
+            source = self.build_dir / f"{digest}-{os.getpid()}.cpp"
             source.write_text(program)
+            scratch = self.build_dir / f"{digest}-{os.getpid()}.so"
             built = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread",
-                                    "-o", str(library) + ".tmp", str(source)], capture_output=True, text=True)
+                                    "-o", str(scratch), str(source)], capture_output=True, text=True)
             if built.returncode:
                 raise RuntimeError(f"emulated compile failed:\n{built.stderr}")
-            Path(str(library) + ".tmp").rename(library)
+            scratch.replace(library)
+            source.unlink()
         self.lib = ctypes.CDLL(str(library))
 
     def get_function(self, name: str) -> _Kernel:
