@@ -131,6 +131,10 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
         entry[2].live_tensors += 1
         return key
     device = "cpu" if type(array) is np.ndarray else device_of(array)
+    if device != "cpu" and _pool_blocks:
+        claimed = _claim(root, category, op)
+        if claimed is not None:
+            return claimed
     state = _devices["cpu"] if device == "cpu" else _state(device)
     nbytes = root.nbytes
     allocated = state.allocated + nbytes
@@ -213,7 +217,7 @@ def release(key: int) -> None:
     state = entry[2]
     state.live_tensors -= 1
     entry[1] -= 1
-    if entry[1]:
+    if entry[1] or key in _pool_blocks:  # a pool block is freed when its device pointer dies (release_block)
         return
     if state.rising:  # the first free after a peak: keep the categories as they were at it
         _leave_peak(state, entry[3])
@@ -242,9 +246,9 @@ _new_tuple = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, val
 
 
 def stats(device: str = "cpu") -> MemoryStats:
-    """Allocated, peak and live-tensor counts of ``device`` as the engine sees them."""
+    """Allocated, peak and live-tensor counts of ``device`` as the engine sees them; reserved from its pool (if any)."""
     state = _state(device)
-    return MemoryStats(device, state.allocated, state.peak, state.allocated, state.live_tensors,
+    return MemoryStats(device, state.allocated, state.peak, reserved_bytes(device), state.live_tensors,
                        state.live_buffers, state.limit)
 
 
@@ -421,3 +425,131 @@ def format_bytes(count: float) -> str:
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1024
     return f"{count:.1f} GiB"
+
+
+# --- device pools: blocks registered by a device allocator hook (engine.backend.cuda.memory) ---------------------
+# A pooled device allocator (CuPy's) calls ``register_block`` for every buffer it hands out and ``release_block``
+# when the buffer's pointer dies, so scratch buffers inside an op are counted too and the bytes are the pool's own
+# (rounded) sizes. A tensor made from such a buffer claims its block (``register``): the block takes the tensor's
+# category and op; the bytes stay counted until the pointer dies. Keys are negative pointers: never an ``id()``.
+
+_pool_blocks: set[int] = set()  # keys of blocks registered by a pool hook
+_pool_readers: dict[str, Any] = {}  # device -> callable returning that device's PoolStats
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """A pooled device allocator's figures: bytes handed out (``allocated``), bytes held from the device
+    (``reserved``), the highest allocated, the limit, and the free chunks the pool holds (``free_chunk_bytes``);
+    ``fragmentation_bytes``: free bytes in chunks smaller than ``request_bytes`` (the last request's size): held,
+    yet of no use to a request of that size. ``free_chunk_bytes`` is None when the pool does not expose them."""
+
+    device: str
+    allocated_bytes: int
+    reserved_bytes: int
+    peak_bytes: int
+    limit_bytes: int | None
+    request_bytes: int
+    free_chunk_bytes: tuple[int, ...] | None
+    fragmentation_bytes: int | None
+    largest_free_block: int | None
+    growth: bool
+
+
+def register_block(pointer: int, nbytes: int, device: str, category: str = "temporary", op: str = "") -> int:
+    """Account for a device buffer of ``nbytes`` at ``pointer`` handed out by a pool hook (the limit was checked by
+    ``check_device_room``); returns the key for ``release_block``."""
+    key = -pointer
+    state = _state(device)
+    allocated = state.allocated = state.allocated + nbytes
+    state.categories[category] = state.categories.get(category, 0) + nbytes
+    if allocated > state.step_peak:
+        state.step_peak = allocated
+        state.rising = True
+    if allocated > state.peak:
+        state.peak = allocated
+    state.live_buffers += 1
+    _buffers[key] = [nbytes, 0, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
+                     (nbytes,), np.dtype(np.uint8), None]
+    _pool_blocks.add(key)
+    for record in _hooks.buffer_alloc:
+        try:
+            record(key, nbytes, device, category, op, (nbytes,), np.dtype(np.uint8))
+        except Exception as error:  # noqa: BLE001 - recording must never break an allocation
+            _hooks.report_failure(record, error)
+    return key
+
+
+def release_block(key: int) -> None:
+    """The device pointer of a pool block died: its bytes go back to the pool."""
+    entry = _buffers.get(key)
+    if entry is None or key not in _pool_blocks:
+        return
+    _pool_blocks.discard(key)
+    state = entry[2]
+    if state.rising:
+        _leave_peak(state, entry[3])
+    del _buffers[key]
+    state.allocated -= entry[0]
+    state.categories[entry[4]] -= entry[0]
+    state.live_buffers -= 1
+    state.live_tensors -= entry[1]  # tensors still referring to it (their release finds no entry)
+    for record in _hooks.buffer_free:
+        try:
+            record(key, entry[0], entry[3], entry[4], entry[5])
+        except Exception as error:  # noqa: BLE001 - recording must never break a free
+            _hooks.report_failure(record, error)
+
+
+def _claim(root: Any, category: str, op: str) -> int | None:
+    """A tensor takes the pool block holding ``root`` (None when no pool hook registered it)."""
+    try:
+        key = -root.data.mem.ptr
+    except AttributeError:
+        return None
+    entry = _buffers.get(key)
+    if entry is None or key not in _pool_blocks:
+        return None
+    state = entry[2]
+    if entry[1] == 0:  # the first tensor of the block names it
+        state.categories[entry[4]] -= entry[0]
+        state.categories[category] = state.categories.get(category, 0) + entry[0]
+        entry[4], entry[5], entry[9], entry[10] = category, op, root.shape, root.dtype
+    entry[1] += 1
+    state.live_tensors += 1
+    return key
+
+
+def check_device_room(device: str, nbytes: int, op: str = "") -> None:
+    """Raise ``OutOfMemoryError`` (after the ``oom`` hook) if ``nbytes`` more on ``device`` would pass its limit:
+    the pool hook's check of each request, before the pool is asked."""
+    state = _state(device)
+    if state.limit is not None and state.allocated + nbytes > state.limit:
+        raise _refused(nbytes, state, device, op)
+
+
+def refused_by_device(nbytes: int, device: str, reason: str, op: str = "") -> OutOfMemoryError:
+    """The ``OutOfMemoryError`` for a request the device itself refused (``cudaErrorMemoryAllocation``, the pool's
+    own out-of-memory error), after the ``oom`` hook."""
+    return _refused(nbytes, _state(device), device, op, reason)
+
+
+def attach_pool(device: str, read_stats: Any) -> None:
+    """Make ``read_stats()`` (→ ``PoolStats``) the pool figures of ``device`` (``pool_stats``, ``stats``)."""
+    _pool_readers[device] = read_stats
+
+
+def detach_pool(device: str) -> None:
+    _pool_readers.pop(device, None)
+
+
+def pool_stats(device: str) -> PoolStats | None:
+    """The pooled allocator's figures of ``device``; None when it has no pool (the CPU)."""
+    read = _pool_readers.get(device)
+    return None if read is None else read()
+
+
+def reserved_bytes(device: str = "cpu") -> int:
+    """Bytes held from ``device``: its pool's reserved bytes, else the allocated bytes (no pool)."""
+    read = _pool_readers.get(device)
+    return read().reserved_bytes if read is not None else allocated_bytes(device)
