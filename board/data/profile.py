@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instrumentation.format import gpu_time
 from instrumentation.format import trace as fmt
 from instrumentation.format.trace_columns import TraceColumns
 from instrumentation.format.trace_stats import OpStat, op_stats
@@ -24,6 +25,10 @@ class StepBreakdown:
     steps: np.ndarray  # int64 step numbers, ascending
     step_ms: np.ndarray
     parts_ms: dict[str, np.ndarray]
+    # With device time (kernel events): per step, the time at least one kernel ran inside the step span, and the
+    # rest of the step (the GPU idle). None without kernels.
+    gpu_busy_ms: np.ndarray | None = None
+    gpu_idle_ms: np.ndarray | None = None
 
     @classmethod
     def empty(cls) -> StepBreakdown:
@@ -73,7 +78,19 @@ def step_breakdown(columns: TraceColumns) -> StepBreakdown:
              "log": nested_ms(fmt.CAT_LOG, fmt.CAT_STEP)}
     covered = np.sum(list(parts.values()), axis=0) if len(steps) else np.zeros(0)
     parts["other"] = np.maximum(step_ms - covered, 0.0)
-    return StepBreakdown(steps, step_ms, parts)
+    busy = _gpu_busy_ms(columns, order)
+    return StepBreakdown(steps, step_ms, parts, busy, None if busy is None else np.maximum(step_ms - busy, 0.0))
+
+
+def _gpu_busy_ms(columns: TraceColumns, step_rows: np.ndarray) -> np.ndarray | None:
+    """Per step span (in ``step_rows`` order), the union of the kernel intervals inside it; None without kernels."""
+    ops, spans = columns.ops, columns.spans
+    kernels = np.flatnonzero(ops.category == 1)
+    if not len(kernels):
+        return None
+    starts, ends = ops.ts_us[kernels], ops.ts_us[kernels] + ops.dur_us[kernels]
+    return np.array([gpu_time.busy_us(starts, ends, spans.ts_us[i], spans.ts_us[i] + spans.dur_us[i])
+                     for i in step_rows.tolist()]) / 1e3
 
 
 def top_ops(columns: TraceColumns, group_by: str = "op", sort_by: str = "self_us") -> list[OpStat]:

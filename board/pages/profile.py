@@ -119,6 +119,8 @@ def register_callbacks(app: Dash) -> None:
             return no_update, no_update, no_update, chosen if chosen in steps else step
         summary = (f"{capture.source} trace · {len(columns.ops):,} ops · {len(steps)} steps · "
                    f"{format_bytes(capture.size_bytes)} · {capture.path.name}")
+        if breakdown.gpu_busy_ms is not None and breakdown.step_ms.sum() > 0:
+            summary += f" · GPU busy {breakdown.gpu_busy_ms.sum() / breakdown.step_ms.sum():.0%} of step time"
         first = steps[len(steps) // 2] if steps else (int(columns.ops.step.max()) if len(columns.ops) else None)
         return (breakdown_figure(breakdown, f"step time · {capture.label}"), summary,
                 [{"label": str(s), "value": s} for s in steps], first)
