@@ -71,7 +71,10 @@ class _Held:
         self.pointer, self.key = pointer, key
 
     def __del__(self) -> None:
-        memory.release_block(self.key)
+        try:
+            memory.release_block(self.key)
+        except Exception:  # noqa: BLE001 - at interpreter exit the module may be gone; never raise from __del__
+            pass
 
 
 class DevicePool:
@@ -99,6 +102,8 @@ class DevicePool:
                 raise
             raise memory.refused_by_device(rounded, self.device, reason) from error
         size = pointer.mem.size
+        if not size:  # a zero-size request: no device memory, nothing to account for
+            return pointer
         key = memory.register_block(pointer.ptr, size, self.device)
         used = self.pool.used_bytes()
         if used > self.peak_bytes:
