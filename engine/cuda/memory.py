@@ -1,6 +1,8 @@
 """``engine.cuda`` device memory: limit, growth, statistics (TensorFlow's and PyTorch's names where they exist)."""
 from __future__ import annotations
 
+from typing import Any
+
 from engine import memory
 from engine.backend.cuda import memory as device_memory
 
@@ -36,7 +38,7 @@ def set_memory_growth(enabled: bool, device: int | str | None = None) -> None:
     device_memory.pool_of(_device_id(device)).set_growth(enabled)
 
 
-def memory_stats(device: int | str | None = None, request_bytes: int | None = None) -> dict[str, int | None]:
+def memory_stats(device: int | str | None = None, request_bytes: int | None = None) -> dict[str, Any]:
     """``allocated_bytes``, ``reserved_bytes``, ``peak_bytes``, ``limit_bytes``, ``fragmentation_bytes`` (free bytes
     the pool holds in chunks too small for a request of ``request_bytes``, by default the last request's size),
     ``largest_free_block`` and ``live_tensors`` of a CUDA device."""
