@@ -128,3 +128,13 @@ def test_pool_figures_are_the_devices_reserved_bytes(device: str) -> None:
     assert memory.pool_stats(device).fragmentation_bytes == 2048
     assert memory.pool_stats("cpu") is None
     assert memory.reserved_bytes("cpu") == memory.allocated_bytes("cpu")
+
+
+def test_device_names_of_the_cuda_memory_api() -> None:
+    from engine.cuda.memory import _device_id
+
+    assert [_device_id(0), _device_id(3), _device_id("cuda:2")] == [0, 3, 2]
+    for bad, error in (("cpu", ValueError), ("cuda:x", ValueError), (-1, ValueError), (True, TypeError),
+                       (1.5, TypeError)):
+        with pytest.raises(error, match="device"):
+            _device_id(bad)
