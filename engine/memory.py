@@ -217,7 +217,7 @@ def release(key: int) -> None:
     state = entry[2]
     state.live_tensors -= 1
     entry[1] -= 1
-    if entry[1] or key in _pool_blocks:  # a pool block is freed when its device pointer dies (release_block)
+    if entry[1] or key < 0:  # a pool block (negative key) is freed when its device pointer dies (release_block)
         return
     if state.rising:  # the first free after a peak: keep the categories as they were at it
         _leave_peak(state, entry[3])

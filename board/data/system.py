@@ -64,7 +64,8 @@ def nvml_note(status: GpuStatus | None) -> str | None:
     if status is None or status.nvml:
         return None
     return (f"NVML is absent for this run, so there are no GPU utilisation, power or temperature charts: "
-            f"{status.reason.removeprefix('no GPU metrics: ')}. GPU memory charts show the engine's own device memory only.")
+            f"{status.reason.removeprefix('no GPU metrics: ')}. "
+            "GPU memory charts show the engine's own device memory only.")
 
 
 def series(store: LogdirStore, run: str, tag: str, x_axis: XAxis, points: int = DEFAULT_POINTS) -> SystemSeries | None:

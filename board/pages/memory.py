@@ -68,7 +68,8 @@ def _alerts_section(run: str, alerts: list[Alert]) -> html.Div:
                 f"{format_bytes(evidence.get(names.RESERVED_BYTES, 0))} reserved · "
                 f"{format_bytes(evidence.get(names.ALLOCATED_BYTES, 0))} allocated · request "
                 f"{format_bytes(evidence.get(names.REQUEST_BYTES, 0))} · largest free chunk "
-                f"{format_bytes(evidence.get(names.LARGEST_FREE_BLOCK) or 0)}", className="fs-note memory-fragmentation"))
+                f"{format_bytes(evidence.get(names.LARGEST_FREE_BLOCK) or 0)}",
+                className="fs-note memory-fragmentation"))
         if alert.kind == names.LEAK and alert.evidence.get(names.STEPS):
             groups = alert.evidence.get(names.GROUPS) or []
             if groups:

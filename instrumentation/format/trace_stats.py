@@ -78,8 +78,8 @@ def op_stats(columns: TraceColumns, group_by: str = "op", sort_by: str = "self_u
     denominator = step_time_us(columns)
     stats = [OpStat(labels[i], int(calls[i]), float(self_us[i]), float(total_us[i]),
                     float(total_us[i] / calls[i]) if calls[i] else 0.0,
-                    float(self_us[i] / denominator * 100.0) if denominator > 0 else 0.0, int(nbytes[i]), float(flops[i]),
-                    float(cuda_us[i]), int(cuda_calls[i]))
+                    float(self_us[i] / denominator * 100.0) if denominator > 0 else 0.0, int(nbytes[i]),
+                    float(flops[i]), float(cuda_us[i]), int(cuda_calls[i]))
              for i in range(size) if calls[i] or self_us[i]]
     return sorted(stats, key=lambda s: (-_sort_value(s, sort_by), s.key))
 

@@ -25,7 +25,8 @@ def allocator_state(device: str, allocated_bytes: int | None = None, peak_bytes:
     if pool is not None and pool.fragmentation_bytes is not None:  # a device pool: its own free chunks
         return AllocatorState(allocated=allocated, reserved=max(pool.reserved_bytes, allocated), peak=peak,
                               limit=limit, largest_free_block=pool.largest_free_block,
-                              fragmentation=pool.fragmentation_bytes / pool.reserved_bytes if pool.reserved_bytes else 0.0)
+                              fragmentation=pool.fragmentation_bytes / pool.reserved_bytes
+                              if pool.reserved_bytes else 0.0)
     return AllocatorState(allocated=allocated, reserved=max(stats.reserved_bytes, allocated), peak=peak,
                           limit=limit, largest_free_block=largest_free, fragmentation=0.0)
 

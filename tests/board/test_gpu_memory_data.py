@@ -41,5 +41,6 @@ def test_system_data_has_nvml_beside_the_engines_device_memory(tmp_path: Path) -
     assert status.nvml and status.gpus == 1 and nvml_note(status) is None
     absent = gpu_status(store, "no-nvml")
     assert not absent.nvml and "NVML Shared Library Not Found" in absent.reason
-    assert nvml_note(absent).startswith("NVML is absent for this run") and "NVML Shared Library Not Found" in nvml_note(absent)
+    note = nvml_note(absent)
+    assert note.startswith("NVML is absent for this run") and "NVML Shared Library Not Found" in note
     assert gpus(store, "no-nvml") == []

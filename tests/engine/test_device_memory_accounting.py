@@ -111,7 +111,8 @@ def test_an_over_limit_request_raises_after_the_oom_hook(device: str) -> None:
         translated = memory.refused_by_device(4096, device, "cudaErrorMemoryAllocation: out of memory")
     finally:
         hooks.remove_recorder(observer)
-    assert (refused.value.requested_bytes, refused.value.allocated_bytes, refused.value.limit_bytes) == (1024, 1536, 2048)
+    error = refused.value
+    assert (error.requested_bytes, error.allocated_bytes, error.limit_bytes) == (1024, 1536, 2048)
     assert refused.value.op == "MatMul"
     assert isinstance(translated, engine.OutOfMemoryError) and "the system refused it: cudaError" in str(translated)
     assert [(e.requested_bytes, e.device) for e in seen] == [(1024, device), (4096, device)]

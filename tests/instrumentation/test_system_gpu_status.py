@@ -12,7 +12,8 @@ from instrumentation.format.system_status import GPU_STATUS_RELPATH, GpuStatus, 
 
 @pytest.mark.parametrize(("options", "nvml", "gpus", "reason"), [
     ({"nvml": fake_pynvml(gpus=2)}, True, 2, "sampling 2 GPU(s) through NVML"),
-    ({"nvml": fake_pynvml(init_error=True)}, False, 0, "NVML is not available (FakeNvmlError: NVML Shared Library Not Found)"),
+    ({"nvml": fake_pynvml(init_error=True)}, False, 0,
+     "NVML is not available (FakeNvmlError: NVML Shared Library Not Found)"),
     ({"nvml": fake_pynvml(gpus=0)}, False, 0, "NVML sees no GPU"),
     ({"gpus": False}, False, 0, "GPU sampling off"),
 ])

@@ -3,9 +3,9 @@
 ``KernelTimer`` is a recorder (``engine.hooks``): ``op_begin`` records a start event and ``op`` an end event on the
 current stream — no synchronisation per op. At the step end it waits for the step's last event once, reads every
 elapsed time and appends one record per op, ``(op index, stream, start_ns, end_ns)`` on the host's
-``perf_counter_ns`` clock, to ``records``; the op index is the op's position among the ops recorded since
-``start()`` (the profiler's op log records the same ops in the same order). Clock alignment: right after the step
-end's wait the device is idle, so a reference event recorded then runs at once; its host time and the events'
+``perf_counter_ns`` clock, to ``records``; the op index is the op's position, in the order ops end, among the
+ops recorded since ``start()`` (the profiler's op log appends the same ops in the same order). Clock alignment:
+right after the step end's wait the device is idle, so a reference event recorded then runs at once; its host time and the events'
 elapsed times from it place the next step's kernels on the host clock (the first reference is taken at ``start``
 after one synchronisation). ``listeners`` are called after each read with ``(step, step records)``.
 """
@@ -25,7 +25,7 @@ class KernelTimer:
         self.records: list[KernelRecord] = []
         self.listeners = list(listeners or ())
         self._pending: list[tuple[int, int, Any, Any]] = []  # (op index, stream, start event, end event)
-        self._open: list[tuple[int, int, Any]] = []  # ops begun and not ended (nested user ops): a stack
+        self._open: list[tuple[int, Any]] = []  # (stream, start event) of ops begun, not ended: a stack (nesting)
         self._spare: list[Any] = []  # events read already, reused
         self._ops = 0
         self._reference: tuple[Any, int] | None = None  # (event, host ns when it ran)
@@ -49,20 +49,21 @@ class KernelTimer:
 
     # --- recorder methods ---------------------------------------------------------------------------------------
     def op_begin(self, name: str, module: str, arrays: Any) -> None:
-        index = self._ops
-        self._ops += 1
         if not arrays or not isinstance(arrays[0], self.cupy.ndarray):  # a host op: no kernels to time
-            self._open.append((index, 0, None))
+            self._open.append((0, None))
             return
         stream = self.cupy.cuda.get_current_stream()
         event = self._event()
         event.record(stream)
-        self._open.append((index, stream.ptr, event))
+        self._open.append((stream.ptr, event))
 
     def op(self, name: str, module: str, arrays: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
+        # NOTE: the index is taken when the op ends, as the op log appends it (a user op's inner ops come first)
+        index = self._ops
+        self._ops += 1
         if not self._open:
             return
-        index, stream, start = self._open.pop()
+        stream, start = self._open.pop()
         if start is None:
             return
         end = self._event()
@@ -70,6 +71,7 @@ class KernelTimer:
         self._pending.append((index, stream, start, end))
 
     def step_end(self, event: Any) -> None:
+        self._open.clear()  # an op that raised never ended (the op log has no record of it either)
         read = self.read()
         for listener in self.listeners:
             listener(event.step, read)

@@ -16,8 +16,8 @@ DEVICE = "cuda:5"
 
 
 def pool(fragmentation: int | None, reserved: int, allocated: int = 0, device: str = DEVICE) -> memory.PoolStats:
-    return memory.PoolStats(device, allocated, reserved, allocated, None, 8 * MiB, None if fragmentation is None else (),
-                            fragmentation, 4 * MiB, True)
+    chunks = None if fragmentation is None else ()
+    return memory.PoolStats(device, allocated, reserved, allocated, None, 8 * MiB, chunks, fragmentation, 4 * MiB, True)
 
 
 def test_fires_past_the_threshold_once_then_rearms_below_half() -> None:
@@ -76,7 +76,8 @@ def test_tracker_logs_the_pools_reserved_bytes_and_writes_the_alert(make_tracker
     assert scalars[f"mem/{DEVICE}/allocated_bytes"][0] == 100 * MiB
     assert scalars[f"mem/{DEVICE}/reserved_bytes"][0] == 400 * MiB
     assert scalars["mem/cpu/reserved_bytes"][0] == scalars["mem/cpu/allocated_bytes"][0]
-    alerts = [a for a in AlertReader(os.path.join(tracker.run_dir, ALERTS_RELPATH)).read() if a.kind == names.FRAGMENTATION]
+    written = AlertReader(os.path.join(tracker.run_dir, ALERTS_RELPATH)).read()
+    alerts = [a for a in written if a.kind == names.FRAGMENTATION]
     assert len(alerts) == 1 and alerts[0].subject == DEVICE
     assert alerts[0].evidence[names.FRAGMENTATION_BYTES] == 200 * MiB
     memory.release_block(key)

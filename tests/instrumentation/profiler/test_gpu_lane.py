@@ -124,7 +124,8 @@ def test_step_breakdown_shows_gpu_busy_and_idle() -> None:
     steps = [s for s in recorder.spans if s[0] == fmt.CAT_STEP]
     assert len(steps) == 3 and breakdown.gpu_busy_ms is not None
     for row, (_, _, step_start, step_end, _step) in enumerate(steps):
-        inside = [(max(s, step_start), min(e, step_end)) for _, _, s, e in records if min(e, step_end) > max(s, step_start)]
+        inside = [(max(s, step_start), min(e, step_end)) for _, _, s, e in records
+                  if min(e, step_end) > max(s, step_start)]
         busy_ms = _union_ns(inside) / 1e6
         assert breakdown.gpu_busy_ms[row] == pytest.approx(busy_ms, abs=1e-6)
         assert breakdown.gpu_idle_ms[row] == pytest.approx((step_end - step_start) / 1e6 - busy_ms, abs=1e-6)
