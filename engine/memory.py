@@ -130,11 +130,14 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
         entry[1] += 1
         entry[2].live_tensors += 1
         return key
-    device = "cpu" if type(array) is np.ndarray else device_of(array)
-    if device != "cpu" and _pool_blocks:
-        claimed = _claim(root, category, op)
-        if claimed is not None:
-            return claimed
+    if type(array) is np.ndarray:
+        device = "cpu"
+    else:
+        device = device_of(array)
+        if _pool_blocks:  # a device pool's block: the tensor claims it
+            claimed = _claim(root, category, op)
+            if claimed is not None:
+                return claimed
     state = _devices["cpu"] if device == "cpu" else _state(device)
     nbytes = root.nbytes
     allocated = state.allocated + nbytes

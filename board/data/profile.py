@@ -12,6 +12,7 @@ from instrumentation.format.trace_stats import OpStat, op_stats
 
 BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "log", "other")
 OPS_LANE, SPANS_LANE, STEP_LANE = "ops", "spans", "step"
+GPU_LANE = "gpu"  # the kernels of the step's ops (device time), below the host ops
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,8 @@ class Timeline:
 
 
 def step_timeline(columns: TraceColumns, step: int) -> Timeline:
-    """The step span, its data/optimizer/log/user spans, modules by depth (outermost first) and host ops."""
+    """The step span, its data/optimizer/log/user spans, modules by depth (outermost first), host ops and, with
+    device time, the ops' kernels."""
     spans, ops = columns.spans, columns.ops
     step_rows = [i for i in spans.of(fmt.CAT_STEP).tolist() if spans.step[i] == step]
     if step_rows:
@@ -143,8 +145,12 @@ def step_timeline(columns: TraceColumns, step: int) -> Timeline:
     for i in step_ops.tolist():
         detail = f"{ops.modules[ops.module[i]] or '(model)'} · {ops.shape_strings[ops.shapes[i]]}"
         rows.append((OPS_LANE, ops.ts_us[i], ops.dur_us[i], ops.names[ops.name[i]], fmt.PHASES[ops.phase[i]], detail))
+    for i in np.flatnonzero((ops.step == step) & (ops.category == 1)).tolist():
+        detail = f"GPU · {ops.modules[ops.module[i]] or '(model)'} · {ops.shape_strings[ops.shapes[i]]}"
+        rows.append((GPU_LANE, ops.ts_us[i], ops.dur_us[i], ops.names[ops.name[i]], fmt.PHASES[ops.phase[i]], detail))
     depths = sorted({r[0] for r in rows if r[0].startswith("module ")}, key=lambda lane: int(lane.split()[1]))
-    lanes = tuple(lane for lane in (STEP_LANE, SPANS_LANE, *depths, OPS_LANE) if any(r[0] == lane for r in rows))
+    lanes = tuple(lane for lane in (STEP_LANE, SPANS_LANE, *depths, OPS_LANE, GPU_LANE)
+                  if any(r[0] == lane for r in rows))
     index = {lane: i for i, lane in enumerate(lanes)}
     return Timeline(step, lanes, np.array([index[r[0]] for r in rows], dtype=np.int64),
                     (np.array([r[1] for r in rows], dtype=np.float64) - origin) / 1e3,
