@@ -220,7 +220,7 @@ def release(key: int) -> None:
     state = entry[2]
     state.live_tensors -= 1
     entry[1] -= 1
-    if entry[1] or key < 0:  # a pool block (negative key) is freed when its device pointer dies (release_block)
+    if entry[1]:
         return
     if state.rising:  # the first free after a peak: keep the categories as they were at it
         _leave_peak(state, entry[3])
@@ -286,7 +286,7 @@ def reset_peak(device: str = "cpu") -> None:
 
 def live_buffers() -> list[tuple[int, int, str, str, int]]:
     """(buffer id, bytes, device, category, tensor references) of every live buffer."""
-    return [(key, e[0], e[3], e[4], e[1]) for key, e in _copy_buffers()]
+    return [(key, e[0], e[3], e[4], e[1] - (key < 0)) for key, e in _copy_buffers()]
 
 
 # --- what is live, by the metadata register() kept (read at step boundaries: no per-allocation observer) ---------
@@ -298,7 +298,7 @@ def devices() -> tuple[str, ...]:
 
 def _block(key: int, e: list) -> LiveBlock:
     return _new_tuple(LiveBlock, (key, e[0], e[3], e[4], e[5], e[6], e[7], e[8], tuple(e[9]), _hooks.dtype_name(e[10]),
-                                  e[1], e[11]))
+                                  e[1] - (key < 0), e[11]))
 
 
 def live_blocks(device: str | None = None) -> list[LiveBlock]:
@@ -435,6 +435,8 @@ def format_bytes(count: float) -> str:
 # when the buffer's pointer dies, so scratch buffers inside an op are counted too and the bytes are the pool's own
 # (rounded) sizes. A tensor made from such a buffer claims its block (``register``): the block takes the tensor's
 # category and op; the bytes stay counted until the pointer dies. Keys are negative pointers: never an ``id()``.
+# NOTE: the device pointer holds one of the block's references (entry[1]), so a tensor's ``release`` never frees a
+# pool block and ``release`` needs no test for it; ``tensors`` (LiveBlock, live_buffers) leaves that one out.
 
 _pool_blocks: set[int] = set()  # keys of blocks registered by a pool hook
 _pool_readers: dict[str, Any] = {}  # device -> callable returning that device's PoolStats
@@ -472,7 +474,7 @@ def register_block(pointer: int, nbytes: int, device: str, category: str = "temp
     if allocated > state.peak:
         state.peak = allocated
     state.live_buffers += 1
-    _buffers[key] = [nbytes, 0, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
+    _buffers[key] = [nbytes, 1, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
                      (nbytes,), np.dtype(np.uint8), None]
     _pool_blocks.add(key)
     for record in _hooks.buffer_alloc:
@@ -496,7 +498,7 @@ def release_block(key: int) -> None:
     state.allocated -= entry[0]
     state.categories[entry[4]] -= entry[0]
     state.live_buffers -= 1
-    state.live_tensors -= entry[1]  # tensors still referring to it (their release finds no entry)
+    state.live_tensors -= entry[1] - 1  # tensors still referring to it (their release finds no entry)
     for record in _hooks.buffer_free:
         try:
             record(key, entry[0], entry[3], entry[4], entry[5])
@@ -514,7 +516,7 @@ def _claim(root: Any, category: str, op: str) -> int | None:
     if entry is None or key not in _pool_blocks:
         return None
     state = entry[2]
-    if entry[1] == 0:  # the first tensor of the block names it
+    if entry[1] == 1:  # only the pointer's reference: the first tensor of the block names it
         state.categories[entry[4]] -= entry[0]
         state.categories[category] = state.categories.get(category, 0) + entry[0]
         entry[4], entry[5], entry[9], entry[10] = category, op, root.shape, root.dtype
