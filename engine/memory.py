@@ -13,6 +13,7 @@ The allocator reports to the engine's recorders (``engine.hooks``: ``buffer_allo
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -134,6 +135,8 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
         device = "cpu"
     else:
         device = device_of(array)
+        if not _pool_install_tried:  # the first device array: route later device buffers through the allocator
+            _install_device_pool()
         if _pool_blocks:  # a device pool's block: the tensor claims it
             claimed = _claim(root, category, op)
             if claimed is not None:
@@ -439,6 +442,7 @@ def format_bytes(count: float) -> str:
 # pool block and ``release`` needs no test for it; ``tensors`` (LiveBlock, live_buffers) leaves that one out.
 
 _pool_blocks: set[int] = set()  # keys of blocks registered by a pool hook
+_pool_install_tried = False  # register() installs the CUDA allocator hook when it first sees a device array
 _pool_readers: dict[str, Any] = {}  # device -> callable returning that device's PoolStats
 
 
@@ -523,6 +527,19 @@ def _claim(root: Any, category: str, op: str) -> int | None:
     entry[1] += 1
     state.live_tensors += 1
     return key
+
+
+def _install_device_pool() -> None:
+    """Install the CUDA allocator hook (engine.backend.cuda.memory) once; a failure is reported on stderr once and
+    device buffers are then counted per tensor, as host buffers are."""
+    global _pool_install_tried
+    _pool_install_tried = True
+    try:
+        from engine.backend.cuda import memory as device_memory
+        device_memory.install()
+    except Exception as error:  # noqa: BLE001 - accounting goes on without the pool
+        print(f"flowscope.engine: device memory is counted per tensor, not through the CUDA allocator hook "
+              f"({type(error).__name__}: {error})", file=sys.stderr)
 
 
 def check_device_room(device: str, nbytes: int, op: str = "") -> None:
