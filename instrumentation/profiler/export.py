@@ -79,7 +79,8 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
         events.append({"ph": "C", "name": fmt.COUNTER_MEMORY, "ts": us(time_ns), "pid": pid,
                        "args": {f"{device}.allocated": allocated, f"{device}.reserved": allocated}})
     metadata = {"writer": "flowscope", "format_version": fmt.FORMAT_VERSION, "engine_version": engine.__version__,
-                "devices": ["cpu", "cuda"] if kernels else ["cpu"], "host": socket.gethostname(), "pid": pid, "rank": int(os.environ.get("RANK", 0)),
+                "devices": ["cpu", "cuda"] if kernels else ["cpu"], "host": socket.gethostname(), "pid": pid,
+                "rank": int(os.environ.get("RANK", 0)),
                 "schedule": schedule or {}, "wall_time_at_ts_zero": wall_at_zero,
                 "steps": sorted({s[4] for s in recorder.spans if s[0] == fmt.CAT_STEP})}
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": metadata}
