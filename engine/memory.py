@@ -13,6 +13,7 @@ The allocator reports to the engine's recorders (``engine.hooks``: ``buffer_allo
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -130,7 +131,16 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
         entry[1] += 1
         entry[2].live_tensors += 1
         return key
-    device = "cpu" if type(array) is np.ndarray else device_of(array)
+    if type(array) is np.ndarray:
+        device = "cpu"
+    else:
+        device = device_of(array)
+        if not _pool_install_tried:  # the first device array: route later device buffers through the allocator
+            _install_device_pool()
+        if _pool_blocks:  # a device pool's block: the tensor claims it
+            claimed = _claim(root, category, op)
+            if claimed is not None:
+                return claimed
     state = _devices["cpu"] if device == "cpu" else _state(device)
     nbytes = root.nbytes
     allocated = state.allocated + nbytes
@@ -242,9 +252,9 @@ _new_tuple = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, val
 
 
 def stats(device: str = "cpu") -> MemoryStats:
-    """Allocated, peak and live-tensor counts of ``device`` as the engine sees them."""
+    """Allocated, peak and live-tensor counts of ``device`` as the engine sees them; reserved from its pool (if any)."""
     state = _state(device)
-    return MemoryStats(device, state.allocated, state.peak, state.allocated, state.live_tensors,
+    return MemoryStats(device, state.allocated, state.peak, reserved_bytes(device), state.live_tensors,
                        state.live_buffers, state.limit)
 
 
@@ -279,7 +289,7 @@ def reset_peak(device: str = "cpu") -> None:
 
 def live_buffers() -> list[tuple[int, int, str, str, int]]:
     """(buffer id, bytes, device, category, tensor references) of every live buffer."""
-    return [(key, e[0], e[3], e[4], e[1]) for key, e in _copy_buffers()]
+    return [(key, e[0], e[3], e[4], e[1] - (key < 0)) for key, e in _copy_buffers()]
 
 
 # --- what is live, by the metadata register() kept (read at step boundaries: no per-allocation observer) ---------
@@ -291,7 +301,7 @@ def devices() -> tuple[str, ...]:
 
 def _block(key: int, e: list) -> LiveBlock:
     return _new_tuple(LiveBlock, (key, e[0], e[3], e[4], e[5], e[6], e[7], e[8], tuple(e[9]), _hooks.dtype_name(e[10]),
-                                  e[1], e[11]))
+                                  e[1] - (key < 0), e[11]))
 
 
 def live_blocks(device: str | None = None) -> list[LiveBlock]:
@@ -421,3 +431,147 @@ def format_bytes(count: float) -> str:
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1024
     return f"{count:.1f} GiB"
+
+
+# --- device pools: blocks registered by a device allocator hook (engine.backend.cuda.memory) ---------------------
+# A pooled device allocator (CuPy's) calls ``register_block`` for every buffer it hands out and ``release_block``
+# when the buffer's pointer dies, so scratch buffers inside an op are counted too and the bytes are the pool's own
+# (rounded) sizes. A tensor made from such a buffer claims its block (``register``): the block takes the tensor's
+# category and op; the bytes stay counted until the pointer dies. Keys are negative pointers: never an ``id()``.
+# NOTE: the device pointer holds one of the block's references (entry[1]), so a tensor's ``release`` never frees a
+# pool block and ``release`` needs no test for it; ``tensors`` (LiveBlock, live_buffers) leaves that one out.
+
+_pool_blocks: set[int] = set()  # keys of blocks registered by a pool hook
+_pool_install_tried = False  # register() installs the CUDA allocator hook when it first sees a device array
+_pool_readers: dict[str, Any] = {}  # device -> callable returning that device's PoolStats
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """A pooled device allocator's figures: bytes handed out (``allocated``), bytes held from the device
+    (``reserved``), the highest allocated, the limit, and the free chunks the pool holds (``free_chunk_bytes``);
+    ``fragmentation_bytes``: free bytes in chunks smaller than ``request_bytes`` (the last request's size): held,
+    yet of no use to a request of that size. ``free_chunk_bytes`` is None when the pool does not expose them."""
+
+    device: str
+    allocated_bytes: int
+    reserved_bytes: int
+    peak_bytes: int
+    limit_bytes: int | None
+    request_bytes: int
+    free_chunk_bytes: tuple[int, ...] | None
+    fragmentation_bytes: int | None
+    largest_free_block: int | None
+    growth: bool
+
+
+def register_block(pointer: int, nbytes: int, device: str, category: str = "temporary", op: str = "") -> int:
+    """Account for a device buffer of ``nbytes`` at ``pointer`` handed out by a pool hook (the limit was checked by
+    ``check_device_room``); returns the key for ``release_block``."""
+    key = -pointer
+    state = _state(device)
+    allocated = state.allocated = state.allocated + nbytes
+    state.categories[category] = state.categories.get(category, 0) + nbytes
+    if allocated > state.step_peak:
+        state.step_peak = allocated
+        state.rising = True
+    if allocated > state.peak:
+        state.peak = allocated
+    state.live_buffers += 1
+    _buffers[key] = [nbytes, 1, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
+                     (nbytes,), np.dtype(np.uint8), None]
+    _pool_blocks.add(key)
+    for record in _hooks.buffer_alloc:
+        try:
+            record(key, nbytes, device, category, op, (nbytes,), np.dtype(np.uint8))
+        except Exception as error:  # noqa: BLE001 - recording must never break an allocation
+            _hooks.report_failure(record, error)
+    return key
+
+
+def release_block(key: int) -> None:
+    """The device pointer of a pool block died: its bytes go back to the pool."""
+    entry = _buffers.get(key)
+    if entry is None or key not in _pool_blocks:
+        return
+    _pool_blocks.discard(key)
+    state = entry[2]
+    if state.rising:
+        _leave_peak(state, entry[3])
+    del _buffers[key]
+    state.allocated -= entry[0]
+    state.categories[entry[4]] -= entry[0]
+    state.live_buffers -= 1
+    state.live_tensors -= entry[1] - 1  # tensors still referring to it (their release finds no entry)
+    for record in _hooks.buffer_free:
+        try:
+            record(key, entry[0], entry[3], entry[4], entry[5])
+        except Exception as error:  # noqa: BLE001 - recording must never break a free
+            _hooks.report_failure(record, error)
+
+
+def _claim(root: Any, category: str, op: str) -> int | None:
+    """A tensor takes the pool block holding ``root`` (None when no pool hook registered it)."""
+    try:
+        key = -root.data.mem.ptr
+    except AttributeError:
+        return None
+    entry = _buffers.get(key)
+    if entry is None or key not in _pool_blocks:
+        return None
+    state = entry[2]
+    if entry[1] == 1:  # only the pointer's reference: the first tensor of the block names it
+        state.categories[entry[4]] -= entry[0]
+        state.categories[category] = state.categories.get(category, 0) + entry[0]
+        entry[4], entry[5], entry[9], entry[10] = category, op, root.shape, root.dtype
+    entry[1] += 1
+    state.live_tensors += 1
+    return key
+
+
+def _install_device_pool() -> None:
+    """Install the CUDA allocator hook (engine.backend.cuda.memory) once; a failure is reported on stderr once and
+    device buffers are then counted per tensor, as host buffers are."""
+    global _pool_install_tried
+    _pool_install_tried = True
+    try:
+        from engine.backend.cuda import memory as device_memory
+        device_memory.install()
+    except Exception as error:  # noqa: BLE001 - accounting goes on without the pool
+        print(f"flowscope.engine: device memory is counted per tensor, not through the CUDA allocator hook "
+              f"({type(error).__name__}: {error})", file=sys.stderr)
+
+
+def check_device_room(device: str, nbytes: int, op: str = "") -> None:
+    """Raise ``OutOfMemoryError`` (after the ``oom`` hook) if ``nbytes`` more on ``device`` would pass its limit:
+    the pool hook's check of each request, before the pool is asked."""
+    state = _state(device)
+    if state.limit is not None and state.allocated + nbytes > state.limit:
+        raise _refused(nbytes, state, device, op)
+
+
+def refused_by_device(nbytes: int, device: str, reason: str, op: str = "") -> OutOfMemoryError:
+    """The ``OutOfMemoryError`` for a request the device itself refused (``cudaErrorMemoryAllocation``, the pool's
+    own out-of-memory error), after the ``oom`` hook."""
+    return _refused(nbytes, _state(device), device, op, reason)
+
+
+def attach_pool(device: str, read_stats: Any) -> None:
+    """Make ``read_stats()`` (→ ``PoolStats``) the pool figures of ``device`` (``pool_stats``, ``stats``)."""
+    _pool_readers[device] = read_stats
+
+
+def detach_pool(device: str) -> None:
+    _pool_readers.pop(device, None)
+
+
+def pool_stats(device: str) -> PoolStats | None:
+    """The pooled allocator's figures of ``device``; None when it has no pool (the CPU)."""
+    read = _pool_readers.get(device)
+    return None if read is None else read()
+
+
+def reserved_bytes(device: str = "cpu") -> int:
+    """Bytes held from ``device``: its pool's reserved bytes, else the allocated bytes (no pool)."""
+    read = _pool_readers.get(device)
+    return read().reserved_bytes if read is not None else allocated_bytes(device)

@@ -13,6 +13,7 @@ import psutil
 from engine import hooks
 from instrumentation.budget import Pacer, check_every
 from instrumentation.format import tags as tag_names
+from instrumentation.format.system_status import GpuStatus, write_gpu_status
 from instrumentation.format.tags import (CPU_PERCENT, MEM_TOTAL_BYTES, MEM_USED_BYTES, POWER_W, PROCESS_MEM_BYTES,
                                          RATE_METRICS, RSS_BYTES, TEMPERATURE_C, UTIL_PERCENT)
 
@@ -138,6 +139,7 @@ class SystemSampler:
             self._nvml, self.status = open_nvml(nvml)
             if self._nvml is None:
                 print(f"flowscope.system: {self.status}; sampling CPU and memory only", file=sys.stderr)
+        self._write_status()
         self._pending: dict[str, list[float]] = {}
         self._pending_step: int | None = None
         self._pending_since = 0.0
@@ -147,6 +149,17 @@ class SystemSampler:
         if start:
             self._thread = threading.Thread(target=self._loop, name="flowscope-system-sampler", daemon=True)
             self._thread.start()
+
+    def _write_status(self) -> None:
+        """``plugins/system/gpu_status.json`` in the run: the System page's note when there are no GPU metrics."""
+        run_dir = getattr(self.writer, "log_dir", None)
+        if run_dir is None:
+            return
+        gpus = len(self._nvml.handles) if self._nvml is not None else 0
+        try:
+            write_gpu_status(run_dir, GpuStatus(self._nvml is not None, gpus, self.status))
+        except OSError as error:
+            print(f"flowscope.system: cannot write the GPU status under {run_dir}: {error}", file=sys.stderr)
 
     def sample(self) -> dict[str, float]:
         """One sample now (tag → value), not written."""

@@ -30,8 +30,15 @@ def timeline_figure(timeline: MemoryTimeline, title: str) -> dict[str, Any]:
     data.append({"type": "scatter", "mode": "lines", "name": "allocated", "x": steps, "y": timeline.allocated.tolist(),
                  "line": {"color": "#222", "width": 1.5, "dash": "dot"}, "customdata": _iec(timeline.allocated),
                  "hovertemplate": "allocated at step end<br>step %{x}: %{customdata}<extra></extra>"})
+    if timeline.reserved is not None:  # a device pool: what it holds from the device, allocated or not
+        data.append({"type": "scatter", "mode": "lines", "name": "reserved", "x": steps,
+                     "y": timeline.reserved.tolist(), "line": {"color": "#7f7f7f", "width": 1.5, "dash": "dash"},
+                     "customdata": _iec(timeline.reserved),
+                     "hovertemplate": "reserved by the pool<br>step %{x}: %{customdata}<extra></extra>"})
+    reserved = timeline.reserved if timeline.reserved is not None else np.zeros(0)
     highest = max([float(np.max(timeline.peak)) if len(timeline.peak) else 0.0,
-                   float(np.max(timeline.allocated)) if len(timeline.allocated) else 0.0])
+                   float(np.max(timeline.allocated)) if len(timeline.allocated) else 0.0,
+                   float(np.max(reserved)) if len(reserved) else 0.0])
     figure = _layout(data, title, "step", highest, annotations=[] if steps else [_note(f"no {MEMORY} scalars yet")])
     figure["layout"]["uirevision"] = title  # live updates keep the user's zoom
     return figure

@@ -18,6 +18,12 @@ def breakdown_figure(breakdown: StepBreakdown, title: str = "step time") -> go.F
         values = breakdown.parts_ms[part]
         figure.add_bar(x=steps, y=values.tolist(), name=part, marker_color=PART_COLORS[part],
                        hovertemplate=f"step %{{x}}<br>{part}: %{{y:.3f}} ms<extra></extra>")
+    if breakdown.gpu_busy_ms is not None:  # device time: how much of each step the GPU ran kernels
+        for name, values, color in (("GPU busy", breakdown.gpu_busy_ms, "#1b9e77"),
+                                    ("GPU idle", breakdown.gpu_idle_ms, "#7f7f7f")):
+            figure.add_scatter(x=steps, y=values.tolist(), name=name, mode="lines+markers",
+                               line={"color": color, "dash": "dot" if name == "GPU idle" else "solid"},
+                               hovertemplate=f"step %{{x}}<br>{name}: %{{y:.3f}} ms<extra></extra>")
     figure.update_layout(barmode="stack", title=title, xaxis_title="step", yaxis_title="ms", height=320,
                          legend={"orientation": "h", "y": -0.25}, **_LAYOUT)
     if not steps:

@@ -11,13 +11,23 @@ COLUMNS = (("key", "name", "text"), ("calls", "calls", "numeric"), ("self_ms", "
            ("total_ms", "total ms", "numeric"), ("mean_us", "mean µs", "numeric"),
            ("percent_of_step", "% of step", "numeric"), ("bytes", "bytes allocated", "numeric"),
            ("gflop", "GFLOP", "numeric"))
+# With device time (kernel events), after the CPU columns: the GPU time of the group's kernels, summed and mean.
+CUDA_COLUMNS = (("cuda_ms", "CUDA ms", "numeric"), ("cuda_mean_us", "CUDA mean µs", "numeric"))
+
+
+def columns_for(stats: list[OpStat]) -> tuple[tuple[str, str, str], ...]:
+    """The table's columns: the CUDA ones only when some group ran kernels."""
+    if not any(stat.cuda_calls for stat in stats):
+        return COLUMNS
+    return COLUMNS[:6] + CUDA_COLUMNS + COLUMNS[6:]
 
 
 def op_rows(stats: list[OpStat], top_level: str = "(model)") -> list[dict]:
     return [{"key": stat.key or top_level, "calls": stat.calls, "self_ms": round(stat.self_us / 1e3, 4),
              "total_ms": round(stat.total_us / 1e3, 4), "mean_us": round(stat.mean_us, 2),
              "percent_of_step": round(stat.percent_of_step, 2), "bytes": stat.bytes,
-             "gflop": None if math.isnan(stat.flops) else round(stat.flops / 1e9, 6)} for stat in stats]
+             "gflop": None if math.isnan(stat.flops) else round(stat.flops / 1e9, 6),
+             "cuda_ms": round(stat.cuda_us / 1e3, 4), "cuda_mean_us": round(stat.cuda_mean_us, 2)} for stat in stats]
 
 
 def ops_table(table_id: str, rows: list[dict], group_label: str = "op") -> dash_table.DataTable:

@@ -8,9 +8,15 @@ import numpy as np
 from board.components.scalar_figure import FEW_POINTS, X_TITLES, display_x
 from board.data.system import SystemSeries
 from board.data.views import XAxis
+from instrumentation.format.tags import MEMORY
 from instrumentation.format.units import bytes_axis, format_bytes
 
 UNITS = {"percent": ("%", "none"), "_w": (" W", "none"), "_c": (" °C", "none")}
+
+
+def _label(tag: str) -> str:
+    """A line's legend: the metric, ``engine …`` for the engine's own device memory drawn beside NVML's."""
+    return ("engine " if tag.startswith(MEMORY) else "") + tag.rsplit("/", 1)[-1]
 
 
 def system_figure(title: str, lines: list[SystemSeries], x_axis: XAxis) -> dict[str, Any]:
@@ -20,7 +26,7 @@ def system_figure(title: str, lines: list[SystemSeries], x_axis: XAxis) -> dict[
     if in_bytes:  # IEC ticks and hover text (Plotly's own formats are SI)
         yaxis = bytes_axis(max((float(np.max(y)) for s in lines if len(y := s.y[np.isfinite(s.y)])), default=0.0), title="")
     return {"data": [{"type": "scatter", "mode": "lines+markers" if len(s.y) <= FEW_POINTS else "lines",
-                      "name": s.tag.rsplit("/", 1)[-1], "x": display_x(s.x, x_axis), "y": s.y.tolist(),
+                      "name": _label(s.tag), "x": display_x(s.x, x_axis), "y": s.y.tolist(),
                       **({"customdata": [format_bytes(v) for v in s.y.tolist()],
                           "hovertemplate": f"{s.tag}<br>%{{x}}: %{{customdata}}<extra></extra>"} if in_bytes else
                          {"hovertemplate": f"{s.tag}<br>%{{x}}: %{{y:,.4g}}{suffix}<extra></extra>"})}

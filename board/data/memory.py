@@ -28,6 +28,7 @@ class MemoryTimeline:
     allocated: np.ndarray
     peak: np.ndarray
     bands: dict[str, np.ndarray]
+    reserved: np.ndarray | None = None  # a device with a pool: bytes held from it at step end (None: = allocated)
 
 
 def run_dir(store: LogdirStore, run: str) -> Path:
@@ -42,11 +43,19 @@ def memory_runs(store: LogdirStore) -> list[str]:
 
 
 def devices(store: LogdirStore, run: str) -> list[str]:
+    """The run's allocator devices, the host's ("cpu") first, then the accelerators by name."""
     try:
         tags = store.scalar_tags(run)
     except UnknownSeries:
         return []
-    return sorted({device for t in tags if (device := tag_names.memory_device(t)) not in (None, tag_names.HOST_DEVICE)})
+    found = {device for t in tags if (device := tag_names.memory_device(t)) not in (None, tag_names.HOST_DEVICE)}
+    return sorted(found, key=lambda device: (device != "cpu", device))
+
+
+def device_title(run: str, device: str) -> str:
+    """A timeline's title: the host's allocator and each device's, shown side by side."""
+    side = "host" if device == "cpu" else "device"
+    return f"{run} · {side} {device}: peak per step by category"
 
 
 def _values_at(store: LogdirStore, run: str, tag: str, steps: np.ndarray) -> np.ndarray:
@@ -74,8 +83,12 @@ def timeline(store: LogdirStore, run: str, device: str, points: int = DEFAULT_PO
     band_tags = {c: tag for c in CATEGORIES if (tag := tag_names.category_tag(device, c)) in tags}
     bands = {c: _values_at(store, run, tag, steps) for c, tag in band_tags.items()}
     allocated_tag = tag_names.memory_tag(device, tag_names.ALLOCATED_BYTES)
-    return MemoryTimeline(device, steps, _values_at(store, run, allocated_tag, steps),
-                          peak_columns.values[keep], bands)
+    allocated = _values_at(store, run, allocated_tag, steps)
+    reserved_tag = tag_names.memory_tag(device, tag_names.RESERVED_BYTES)
+    reserved = _values_at(store, run, reserved_tag, steps) if reserved_tag in tags else None
+    if reserved is not None and not (reserved > allocated).any():
+        reserved = None  # no pool (the CPU): reserved is what is allocated
+    return MemoryTimeline(device, steps, allocated, peak_columns.values[keep], bands, reserved)
 
 
 def snapshots(store: LogdirStore, run: str) -> list[SnapshotFile]:

@@ -5,12 +5,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instrumentation.format import gpu_time
 from instrumentation.format import trace as fmt
 from instrumentation.format.trace_columns import TraceColumns
 from instrumentation.format.trace_stats import OpStat, op_stats
 
 BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "log", "other")
 OPS_LANE, SPANS_LANE, STEP_LANE = "ops", "spans", "step"
+GPU_LANE = "gpu"  # the kernels of the step's ops (device time), below the host ops
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,10 @@ class StepBreakdown:
     steps: np.ndarray  # int64 step numbers, ascending
     step_ms: np.ndarray
     parts_ms: dict[str, np.ndarray]
+    # With device time (kernel events): per step, the time at least one kernel ran inside the step span, and the
+    # rest of the step (the GPU idle). None without kernels.
+    gpu_busy_ms: np.ndarray | None = None
+    gpu_idle_ms: np.ndarray | None = None
 
     @classmethod
     def empty(cls) -> StepBreakdown:
@@ -73,7 +79,19 @@ def step_breakdown(columns: TraceColumns) -> StepBreakdown:
              "log": nested_ms(fmt.CAT_LOG, fmt.CAT_STEP)}
     covered = np.sum(list(parts.values()), axis=0) if len(steps) else np.zeros(0)
     parts["other"] = np.maximum(step_ms - covered, 0.0)
-    return StepBreakdown(steps, step_ms, parts)
+    busy = _gpu_busy_ms(columns, order)
+    return StepBreakdown(steps, step_ms, parts, busy, None if busy is None else np.maximum(step_ms - busy, 0.0))
+
+
+def _gpu_busy_ms(columns: TraceColumns, step_rows: np.ndarray) -> np.ndarray | None:
+    """Per step span (in ``step_rows`` order), the union of the kernel intervals inside it; None without kernels."""
+    ops, spans = columns.ops, columns.spans
+    kernels = np.flatnonzero(ops.category == 1)
+    if not len(kernels):
+        return None
+    starts, ends = ops.ts_us[kernels], ops.ts_us[kernels] + ops.dur_us[kernels]
+    return np.array([gpu_time.busy_us(starts, ends, spans.ts_us[i], spans.ts_us[i] + spans.dur_us[i])
+                     for i in step_rows.tolist()]) / 1e3
 
 
 def top_ops(columns: TraceColumns, group_by: str = "op", sort_by: str = "self_us") -> list[OpStat]:
@@ -100,7 +118,8 @@ class Timeline:
 
 
 def step_timeline(columns: TraceColumns, step: int) -> Timeline:
-    """The step span, its data/optimizer/log/user spans, modules by depth (outermost first) and host ops."""
+    """The step span, its data/optimizer/log/user spans, modules by depth (outermost first), host ops and, with
+    device time, the ops' kernels."""
     spans, ops = columns.spans, columns.ops
     step_rows = [i for i in spans.of(fmt.CAT_STEP).tolist() if spans.step[i] == step]
     if step_rows:
@@ -126,8 +145,12 @@ def step_timeline(columns: TraceColumns, step: int) -> Timeline:
     for i in step_ops.tolist():
         detail = f"{ops.modules[ops.module[i]] or '(model)'} · {ops.shape_strings[ops.shapes[i]]}"
         rows.append((OPS_LANE, ops.ts_us[i], ops.dur_us[i], ops.names[ops.name[i]], fmt.PHASES[ops.phase[i]], detail))
+    for i in np.flatnonzero((ops.step == step) & (ops.category == 1)).tolist():
+        detail = f"GPU · {ops.modules[ops.module[i]] or '(model)'} · {ops.shape_strings[ops.shapes[i]]}"
+        rows.append((GPU_LANE, ops.ts_us[i], ops.dur_us[i], ops.names[ops.name[i]], fmt.PHASES[ops.phase[i]], detail))
     depths = sorted({r[0] for r in rows if r[0].startswith("module ")}, key=lambda lane: int(lane.split()[1]))
-    lanes = tuple(lane for lane in (STEP_LANE, SPANS_LANE, *depths, OPS_LANE) if any(r[0] == lane for r in rows))
+    lanes = tuple(lane for lane in (STEP_LANE, SPANS_LANE, *depths, OPS_LANE, GPU_LANE)
+                  if any(r[0] == lane for r in rows))
     index = {lane: i for i, lane in enumerate(lanes)}
     return Timeline(step, lanes, np.array([index[r[0]] for r in rows], dtype=np.int64),
                     (np.array([r[1] for r in rows], dtype=np.float64) - origin) / 1e3,

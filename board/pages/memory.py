@@ -11,8 +11,8 @@ from board.components.empty_state import empty_state
 from board.components.memory_figures import leak_evidence_figure, timeline_figure, treemap_figure
 from board.components.memory_table import allocator_summary, live_tensors_table
 from board.context import board_context
-from board.data.memory import (SnapshotCache, devices, highest_peaks, memory_alerts, memory_runs, module_treemap,
-                               snapshot_headers, timeline)
+from board.data.memory import (SnapshotCache, device_title, devices, highest_peaks, memory_alerts, memory_runs,
+                               module_treemap, snapshot_headers, timeline)
 from instrumentation.format import alert_names as names
 from instrumentation.format.alerts import Alert
 from instrumentation.format.units import format_bytes
@@ -41,9 +41,9 @@ def layout(run: str | None = None, snapshot: str | None = None, **_query: str) -
         html.Div(className="fs-controls", id="memory-runs", children=[
             dcc.Link(name, href=href(name), className="memory-run-link" + (" memory-run-active" if name == run else ""))
             for name in runs]),
-        html.Div(id="memory-timelines", children=[
+        html.Div(id="memory-timelines", className="fs-grid2", children=[  # host and devices side by side
             dcc.Graph(id={"type": "memory-timeline", "device": device}, config={"displaylogo": False},
-                      figure=timeline_figure(timeline(store, run, device), f"{run} · {device}: peak per step by category"))
+                      figure=timeline_figure(timeline(store, run, device), device_title(run, device)))
             for device in devices(store, run)]),
         _alerts_section(run, memory_alerts(store, run)),
         _snapshot_section(run, snapshot),
@@ -61,6 +61,15 @@ def _alerts_section(run: str, alerts: list[Alert]) -> html.Div:
             label = "open the OOM report (snapshot)" if alert.kind == names.OOM else "open the snapshot"
             body.append(dcc.Link(label, href=href(run, snapshot), id={"type": "memory-alert-link", "index": index},
                                  className=f"fs-alert-link memory-{alert.kind}-link"))
+        if alert.kind == names.FRAGMENTATION:
+            evidence = alert.evidence
+            body.append(html.Div(
+                f"{format_bytes(evidence.get(names.FRAGMENTATION_BYTES, 0))} unusable of "
+                f"{format_bytes(evidence.get(names.RESERVED_BYTES, 0))} reserved · "
+                f"{format_bytes(evidence.get(names.ALLOCATED_BYTES, 0))} allocated · request "
+                f"{format_bytes(evidence.get(names.REQUEST_BYTES, 0))} · largest free chunk "
+                f"{format_bytes(evidence.get(names.LARGEST_FREE_BLOCK) or 0)}",
+                className="fs-note memory-fragmentation"))
         if alert.kind == names.LEAK and alert.evidence.get(names.STEPS):
             groups = alert.evidence.get(names.GROUPS) or []
             if groups:
@@ -117,4 +126,4 @@ def register_callbacks(app: Dash) -> None:
         if run not in memory_runs(store):
             return no_update
         device = graph_id["device"]
-        return timeline_figure(timeline(store, run, device), f"{run} · {device}: peak per step by category")
+        return timeline_figure(timeline(store, run, device), device_title(run, device))

@@ -6,7 +6,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from board.components.overhead_figure import overhead_figure, overhead_rows, overhead_table
 from board.components.profile_figures import breakdown_figure, timeline_figure
-from board.components.profile_table import COLUMNS, op_rows, ops_table
+from board.components.profile_table import COLUMNS, columns_for, op_rows, ops_table
 from board.context import board_context
 from board.data.discovery import discover_runs
 from board.data.overhead import observer_costs, overhead_runs
@@ -94,6 +94,10 @@ def layout(**_query: str) -> html.Div:
     ])
 
 
+def _header(columns: tuple[tuple[str, str, str], ...], group_by: str) -> list[dict]:
+    return [{"id": k, "name": group_by if k == "key" else name, "type": kind} for k, name, kind in columns]
+
+
 def register_callbacks(app: Dash) -> None:
     @app.callback(Output("profile-capture", "options"), Output("profile-capture", "value"),
                   Input("profile-poll", "n_intervals"), State("profile-capture", "options"),
@@ -117,8 +121,12 @@ def register_callbacks(app: Dash) -> None:
         if dash.ctx.triggered_id == "profile-breakdown" and click and click.get("points"):
             chosen = int(click["points"][0]["x"])
             return no_update, no_update, no_update, chosen if chosen in steps else step
-        summary = (f"{capture.source} trace · {len(columns.ops):,} ops · {len(steps)} steps · "
+        kernels = int((columns.ops.category == 1).sum())
+        ops = f"{len(columns.ops) - kernels:,} ops" + (f" · {kernels:,} kernel events" if kernels else "")
+        summary = (f"{capture.source} trace · {ops} · {len(steps)} steps · "
                    f"{format_bytes(capture.size_bytes)} · {capture.path.name}")
+        if breakdown.gpu_busy_ms is not None and breakdown.step_ms.sum() > 0:
+            summary += f" · GPU busy {breakdown.gpu_busy_ms.sum() / breakdown.step_ms.sum():.0%} of step time"
         first = steps[len(steps) // 2] if steps else (int(columns.ops.step.max()) if len(columns.ops) else None)
         return (breakdown_figure(breakdown, f"step time · {capture.label}"), summary,
                 [{"label": str(s), "value": s} for s in steps], first)
@@ -145,10 +153,10 @@ def register_callbacks(app: Dash) -> None:
                   Input("profile-capture", "value"), Input("profile-group-by", "value"))
     def _table(key: str | None, group_by: str):
         _, columns, _ = _load(key)
-        header = [{"id": k, "name": group_by if k == "key" else name, "type": kind} for k, name, kind in COLUMNS]
         if columns is None:
-            return [], header
-        return op_rows(top_ops(columns, group_by)), header
+            return [], _header(COLUMNS, group_by)
+        stats = top_ops(columns, group_by)
+        return op_rows(stats), _header(columns_for(stats), group_by)
 
     @app.callback(Output("profile-timeline", "figure"), Input("profile-capture", "value"), Input("profile-step", "value"))
     def _timeline(key: str | None, step: int | None):

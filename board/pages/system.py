@@ -9,7 +9,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 from board.components.empty_state import empty_state
 from board.components.system_figure import system_figure
 from board.context import board_context
-from board.data.system import GPU_CHARTS, gpus, series, system_runs
+from board.data.system import GPU_CHARTS, engine_memory_tags, gpu_status, gpus, nvml_note, series, system_runs
 from board.data.store import UnknownSeries
 from board.data.views import X_AXES
 from instrumentation.format.tags import SYSTEM
@@ -32,6 +32,7 @@ def layout(**_query: str) -> html.Div:
             dcc.Dropdown(id="system-run", options=runs, value=runs[0], clearable=False, style={"minWidth": "20em"}),
             dcc.RadioItems(id="system-x-axis", options=[{"label": a, "value": a} for a in X_AXES], value="step", inline=True),
         ]),
+        html.Div(id="system-nvml-note", className="fs-note", children=_note(runs[0])),
         html.Div(id="system-charts", className="fs-grid2", children=_charts(runs[0], "step")),
         dcc.Store(id="system-version", data=_version(runs[0], "step")),
         dcc.Interval(id="system-poll", interval=context.config.browser_poll_ms),
@@ -43,7 +44,9 @@ def _charts(run: str, x_axis: str) -> list[Any]:
     charts = []
     host = [("CPU (process + children)", [system_tag(CPU_PERCENT)]),
             ("RSS (process + children)", [system_tag(RSS_BYTES)])]
-    gpu_charts = [(f"GPU {index} {title}", [gpu_tag(index, metric) for metric in metrics])
+    # NVML's memory of each GPU beside the engine's own device memory (mem/cuda:<i>/allocated|reserved_bytes)
+    gpu_charts = [(f"GPU {index} {title}", [gpu_tag(index, metric) for metric in metrics]
+                   + (engine_memory_tags(index) if title == "memory" else []))
                   for index in gpus(store, run) for title, metrics in GPU_CHARTS]
     for title, tags in host + gpu_charts:
         lines = [s for tag in tags if (s := series(store, run, tag, x_axis)) is not None]
@@ -54,18 +57,29 @@ def _charts(run: str, x_axis: str) -> list[Any]:
     return charts
 
 
+def _note(run: str) -> str:
+    return nvml_note(gpu_status(board_context().store, run)) or ""
+
+
 def _version(run: str, x_axis: str) -> list:
-    """What the charts show: the run, the x axis and (tag, revision, length) of the run's `sys/` series. The charts
+    """What the charts show: the run, the x axis and (tag, revision, length) of the run's `sys/` series and engine
+    device memory series. The charts
     are rebuilt only when this changes, whichever input fired (a poll tick and a click may arrive as one call)."""
     store = board_context().store
     try:
-        tags = [t for t in store.scalar_tags(run) if t.startswith(SYSTEM)]
+        tags = store.scalar_tags(run)
+        engine_tags = {t for index in gpus(store, run) for t in engine_memory_tags(index)}
+        tags = [t for t in tags if t.startswith(SYSTEM) or t in engine_tags]
     except UnknownSeries:
         return [run, x_axis]
     return [run, x_axis, *([tag, *store.scalar_version(run, tag)] for tag in tags)]
 
 
 def register_callbacks(app: Dash) -> None:
+    @app.callback(Output("system-nvml-note", "children"), Input("system-run", "value"), prevent_initial_call=True)
+    def _run_note(run: str):
+        return _note(run)
+
     @app.callback(Output("system-charts", "children"), Output("system-version", "data"), Input("system-run", "value"),
                   Input("system-x-axis", "value"), Input("system-poll", "n_intervals"), State("system-version", "data"),
                   prevent_initial_call=True)

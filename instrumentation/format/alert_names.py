@@ -33,3 +33,12 @@ DTYPE = "dtype"
 CATEGORY = "category"  # one of memory_categories.CATEGORIES
 COUNT_PER_STEP = "count_per_step"
 LIVE_COUNT = "live_count"
+
+# Evidence keys of a fragmentation alert (a pooled device allocator: instrumentation/memory/fragmentation.py).
+FRAGMENTATION_BYTES = "fragmentation_bytes"  # free bytes the pool holds in chunks too small for the request size
+FRAGMENTATION_SHARE = "fragmentation_share"  # fragmentation_bytes / reserved_bytes
+RESERVED_BYTES = "reserved_bytes"
+ALLOCATED_BYTES = "allocated_bytes"
+REQUEST_BYTES = "request_bytes"  # the request size fragmentation was measured against (the last request's)
+LARGEST_FREE_BLOCK = "largest_free_block"
+THRESHOLD = "threshold"  # the share above which the alert fires

@@ -9,7 +9,7 @@ from instrumentation.format import trace as fmt
 from instrumentation.format.trace_columns import TraceColumns
 
 GROUP_BY = ("op", "module", "shape")
-SORT_KEYS = ("self_us", "total_us", "calls", "mean_us", "bytes", "flops")
+SORT_KEYS = ("self_us", "total_us", "calls", "mean_us", "bytes", "flops", "cuda_us")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +24,12 @@ class OpStat:
     percent_of_step: float
     bytes: int
     flops: float  # NaN when no op of the group has a known FLOP count
+    cuda_us: float = 0.0  # summed GPU time of the group's kernels (0 without device time)
+    cuda_calls: int = 0  # kernel events of the group
+
+    @property
+    def cuda_mean_us(self) -> float:
+        return self.cuda_us / self.cuda_calls if self.cuda_calls else 0.0
 
 
 def step_time_us(columns: TraceColumns) -> float:
@@ -45,17 +51,22 @@ def op_stats(columns: TraceColumns, group_by: str = "op", sort_by: str = "self_u
     if sort_by not in SORT_KEYS:
         raise ValueError(f"sort_by must be one of {SORT_KEYS}, got {sort_by!r}")
     ops = columns.ops
-    rows = np.flatnonzero(ops.category == (1 if kernels else 0))
     if group_by == "op":
-        codes, labels = ops.name[rows], ops.names
+        all_codes, labels = ops.name, ops.names
     elif group_by == "module":
-        codes, labels = ops.module[rows], ops.modules
+        all_codes, labels = ops.module, ops.modules
     else:
-        pair = ops.name[rows].astype(np.int64) * len(ops.shape_strings) + ops.shapes[rows]
-        unique, codes = np.unique(pair, return_inverse=True)
+        pair = ops.name.astype(np.int64) * len(ops.shape_strings) + ops.shapes
+        unique, all_codes = np.unique(pair, return_inverse=True)
         labels = tuple(f"{ops.names[p // len(ops.shape_strings)]} [{ops.shape_strings[p % len(ops.shape_strings)]}]"
                        for p in unique.tolist())
     size = len(labels)
+    device_rows = np.flatnonzero(ops.category == 1)
+    # the GPU columns: kernels carry their op's name, module and shapes, so they fall in the op's group
+    cuda_us = np.bincount(all_codes[device_rows], ops.dur_us[device_rows], minlength=size)
+    cuda_calls = np.bincount(all_codes[device_rows], minlength=size)
+    rows = device_rows if kernels else np.flatnonzero(ops.category == 0)
+    codes = all_codes[rows]
     calls = np.bincount(codes, minlength=size)
     self_us = np.bincount(codes, ops.self_us[rows], minlength=size)
     total_us = np.bincount(codes, ops.dur_us[rows], minlength=size)
@@ -67,7 +78,8 @@ def op_stats(columns: TraceColumns, group_by: str = "op", sort_by: str = "self_u
     denominator = step_time_us(columns)
     stats = [OpStat(labels[i], int(calls[i]), float(self_us[i]), float(total_us[i]),
                     float(total_us[i] / calls[i]) if calls[i] else 0.0,
-                    float(self_us[i] / denominator * 100.0) if denominator > 0 else 0.0, int(nbytes[i]), float(flops[i]))
+                    float(self_us[i] / denominator * 100.0) if denominator > 0 else 0.0, int(nbytes[i]),
+                    float(flops[i]), float(cuda_us[i]), int(cuda_calls[i]))
              for i in range(size) if calls[i] or self_us[i]]
     return sorted(stats, key=lambda s: (-_sort_value(s, sort_by), s.key))
 
@@ -96,12 +108,15 @@ def _sort_value(stat: OpStat, key: str) -> float:
 
 
 def format_table(stats: list[OpStat], group_by: str = "op", row_limit: int = 20) -> str:
-    """A fixed-width text table, like ``torch.profiler``'s ``key_averages().table()``."""
+    """A fixed-width text table, like ``torch.profiler``'s ``key_averages().table()``; with device time, the CUDA
+    columns (summed and mean GPU time of the group's kernels) follow the CPU ones."""
+    cuda = any(stat.cuda_calls for stat in stats)
     header = (f"{group_by:<40} {'calls':>7} {'self ms':>10} {'total ms':>10} {'mean us':>10} {'% step':>7} "
-              f"{'bytes':>12} {'GFLOP':>9}")
+              + (f"{'CUDA ms':>10} {'CUDA us':>10} " if cuda else "") + f"{'bytes':>12} {'GFLOP':>9}")
     lines = [header, "-" * len(header)]
     for stat in stats[:row_limit] if row_limit > 0 else stats:
         gflop = "" if stat.flops != stat.flops else f"{stat.flops / 1e9:9.3f}"
+        device = f"{stat.cuda_us / 1e3:>10.3f} {stat.cuda_mean_us:>10.2f} " if cuda else ""
         lines.append(f"{stat.key[:40]:<40} {stat.calls:>7} {stat.self_us / 1e3:>10.3f} {stat.total_us / 1e3:>10.3f} "
-                     f"{stat.mean_us:>10.2f} {stat.percent_of_step:>7.2f} {stat.bytes:>12} {gflop:>9}")
+                     f"{stat.mean_us:>10.2f} {stat.percent_of_step:>7.2f} {device}{stat.bytes:>12} {gflop:>9}")
     return "\n".join(lines)

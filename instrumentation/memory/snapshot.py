@@ -13,12 +13,20 @@ from instrumentation.memory.leak import BYTES, CATEGORY, DEVICE, DTYPE, MODULE, 
 def allocator_state(device: str, allocated_bytes: int | None = None, peak_bytes: int | None = None) -> AllocatorState:
     """The engine's figures for ``device``. The CPU allocator has no pool, so nothing is reserved beyond what is
     allocated and the whole headroom under the limit is one free block: largest_free_block = limit - allocated
-    (None without a limit) and fragmentation 0."""
+    (None without a limit) and fragmentation 0. A device with a pool (``engine.memory.pool_stats``) reports the pool's
+    reserved bytes, largest free chunk and fragmentation (free bytes unusable by the current request size over
+    reserved bytes)."""
     stats = memory.stats(device)
     allocated = stats.allocated_bytes if allocated_bytes is None else allocated_bytes
     limit = stats.limit_bytes
     largest_free = None if limit is None else max(0, limit - allocated)
     peak = stats.peak_bytes if peak_bytes is None else max(peak_bytes, allocated)
+    pool = memory.pool_stats(device)
+    if pool is not None and pool.fragmentation_bytes is not None:  # a device pool: its own free chunks
+        return AllocatorState(allocated=allocated, reserved=max(pool.reserved_bytes, allocated), peak=peak,
+                              limit=limit, largest_free_block=pool.largest_free_block,
+                              fragmentation=pool.fragmentation_bytes / pool.reserved_bytes
+                              if pool.reserved_bytes else 0.0)
     return AllocatorState(allocated=allocated, reserved=max(stats.reserved_bytes, allocated), peak=peak,
                           limit=limit, largest_free_block=largest_free, fragmentation=0.0)
 

@@ -18,6 +18,7 @@ from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
 from instrumentation.format.units import format_bytes
 from instrumentation.memory.boundary import live_groups, live_table
+from instrumentation.memory.fragmentation import FragmentationWatch
 from instrumentation.memory.host import HostMemoryWatch
 from instrumentation.memory.leak import BYTES, DEVICE, MODULE, LeakSettings, TrendWindow, attribute, likely_cause
 from instrumentation.memory.oom import oom_alert, requested_of
@@ -128,6 +129,7 @@ class MemoryTracker:
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
         self._failures: set[str] = set()
         self._host_alerted = False
+        self._fragmentation = FragmentationWatch()
         self._closed = False
         for device in memory.devices():
             memory.reset_step_peak(device)
@@ -189,7 +191,7 @@ class MemoryTracker:
             if log_it:
                 logged.append((step, wall_time, figures))
         logging = time.perf_counter_ns()
-        self._log_steps(logged)
+        self._log_steps(logged, self._pools(records))
         run_ns = time.perf_counter_ns() - logging
         for tally, (window_steps, window_values) in observed.items():
             for step, found in tally.window.observe_many(window_steps, window_values):
@@ -220,8 +222,9 @@ class MemoryTracker:
         if self.pace.record(int(step_ns), fixed_ns, run_ns, logged, steps):
             self.pace.last.write(self.writer, last_step)
 
-    def _log_steps(self, logged: list[tuple[int, float, list]]) -> None:
-        """The ``mem/`` scalars of the steps to log: (step, wall time, figures per device) each."""
+    def _log_steps(self, logged: list[tuple[int, float, list]], reserved: dict[str, int]) -> None:
+        """The ``mem/`` scalars of the steps to log: (step, wall time, figures per device) each; ``reserved``: the
+        reserved bytes of the devices with a pool (read once per batch), the others reserve what they allocate."""
         tags, batch, steps, walls = self._tags, [], [], []
         for step, wall_time, figures in logged:
             values: list[float] = []
@@ -231,7 +234,8 @@ class MemoryTracker:
                     for category in at_peak:
                         tally.category_tag(category)
                 # NOTE: floats, as the writer keeps them; reserved = allocated on the CPU (no pool); tally.tags order
-                values += [float(allocated), float(allocated), float(peak), float(live_tensors)]
+                values += [float(allocated), float(max(reserved.get(tally.device, 0), allocated)), float(peak),
+                           float(live_tensors)]
                 values += [float(at_peak.get(category, 0)) for category in category_tags]
             if len(values) != len(tags):  # a device or a category appeared: a new list of tags from here on
                 self._log(tags, batch, steps, walls)
@@ -241,6 +245,20 @@ class MemoryTracker:
             walls.append(wall_time)
         self._log(tags, batch, steps, walls)
         self._tags = tags
+
+    def _pools(self, records: list[tuple]) -> dict[str, int]:
+        """Reserved bytes of the devices with a pooled allocator, read now; a ``fragmentation`` alert when one
+        holds too much memory that the current requests cannot use."""
+        reserved: dict[str, int] = {}
+        for device in self._tallies:
+            stats = memory.pool_stats(device)
+            if stats is None:
+                continue
+            reserved[device] = stats.reserved_bytes
+            alert = self._fragmentation.observe(stats, records[-1][0] if records else hooks.current_step())
+            if alert is not None:
+                self.alerts.write(alert)
+        return reserved
 
     def _observe_host(self, step: int) -> None:
         """The RSS now, as the last ended step's, when ``host_every_steps`` or ``host_every_s`` passed since the last

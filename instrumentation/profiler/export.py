@@ -14,6 +14,7 @@ import engine
 from instrumentation.format import trace as fmt
 from instrumentation.format import trace_sidecar
 from instrumentation.format.trace_columns import columns_from_trace
+from instrumentation.profiler.gpu_lane import kernel_events
 from instrumentation.profiler.recorder import Recorder
 
 _ITEMSIZE: dict[str, int] = {}
@@ -71,11 +72,15 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
     for category, name, start, end, step in recorder.spans:
         events.append({"ph": "X", "cat": category, "name": name, "ts": us(start), "dur": (end - start) / 1000.0,
                        "pid": pid, "tid": fmt.TID_HOST, "args": {fmt.ARG_STEP: step}})
+    kernels = recorder.kernels
+    if kernels:
+        events.extend(kernel_events(ops, kernels, us, pid))
     for time_ns, device, allocated in recorder.memory:
         events.append({"ph": "C", "name": fmt.COUNTER_MEMORY, "ts": us(time_ns), "pid": pid,
                        "args": {f"{device}.allocated": allocated, f"{device}.reserved": allocated}})
     metadata = {"writer": "flowscope", "format_version": fmt.FORMAT_VERSION, "engine_version": engine.__version__,
-                "devices": ["cpu"], "host": socket.gethostname(), "pid": pid, "rank": int(os.environ.get("RANK", 0)),
+                "devices": ["cpu", "cuda"] if kernels else ["cpu"], "host": socket.gethostname(), "pid": pid,
+                "rank": int(os.environ.get("RANK", 0)),
                 "schedule": schedule or {}, "wall_time_at_ts_zero": wall_at_zero,
                 "steps": sorted({s[4] for s in recorder.spans if s[0] == fmt.CAT_STEP})}
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": metadata}

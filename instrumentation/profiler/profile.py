@@ -137,6 +137,8 @@ class profile:
         self._quiet_until = self._next_transition(self.step_num)
         if action in _RECORDING and self._recorder is None:
             self._recorder = Recorder(self.record_shapes, self.profile_memory, self.with_stack)
+            if self._recorder.timer is not None and self._input_bound is not None:  # GPU idle for input_bound
+                self._recorder.timer.listeners.append(self._input_bound.gpu_step)
             self._recorder.start()
             add_sink(self._recorder)
 

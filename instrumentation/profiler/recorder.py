@@ -9,6 +9,7 @@ from typing import Any
 from engine import hooks
 from engine.op_log import DATA_WAIT, OP_LOG_STRIDE, OPTIMIZER_STEP, STEP_END, OpLog
 from instrumentation.format import trace as fmt
+from instrumentation.profiler.gpu_lane import device_timer
 
 # Everything recorded per step is a few ints in a flat list (no per-op object survives, so recording adds no work
 # for the cycle collector): an ``engine.op_log.OpLog``, added to the engine's recorders while recording — ops, and
@@ -27,7 +28,8 @@ class Recorder:
     ``step_end`` before a controller's (order 0), so a controller may stop this recorder from its own ``step_end``:
     the step's end is already recorded."""
 
-    def __init__(self, record_shapes: bool = True, profile_memory: bool = True, with_stack: bool = False) -> None:
+    def __init__(self, record_shapes: bool = True, profile_memory: bool = True, with_stack: bool = False,
+                 kernel_timer: Any = None) -> None:
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
         self.with_stack = with_stack
@@ -37,6 +39,11 @@ class Recorder:
         self._stack_recorder = _StackRecorder(self.stacks) if with_stack else None
         self._recording = False
         self.started_ns = self.stopped_ns = 0
+        # GPU time: the engine's CUDA kernel timer (engine/backend/cuda/timing.py) when a device is in use; its
+        # (op index, stream, start_ns, end_ns) records become the trace's GPU lanes. ``added_kernels``: records
+        # from elsewhere (a loop timing its own kernels), in the same form.
+        self.timer = kernel_timer if kernel_timer is not None else device_timer()
+        self.added_kernels: list[tuple] = []
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -47,6 +54,9 @@ class Recorder:
         hooks.add_recorder(self.log)
         if self._stack_recorder is not None:
             hooks.add_recorder(self._stack_recorder)
+        if self.timer is not None:
+            self.timer.start()
+            hooks.add_recorder(self.timer)
 
     def stop(self) -> None:
         if not self._recording:
@@ -54,6 +64,9 @@ class Recorder:
         hooks.remove_recorder(self.log)
         if self._stack_recorder is not None:
             hooks.remove_recorder(self._stack_recorder)
+        if self.timer is not None:
+            hooks.remove_recorder(self.timer)
+            self.timer.read()  # the ops of a step not ended yet
         self.stopped_ns = time.perf_counter_ns()
         self._recording = False
 
@@ -64,7 +77,9 @@ class Recorder:
     def clear(self) -> None:
         # NOTE: in place: the log's closure holds these very lists
         self.log.clear()
-        del self.stacks[:], self.added_spans[:]
+        del self.stacks[:], self.added_spans[:], self.added_kernels[:]
+        if self.timer is not None:
+            self.timer.clear()
         self.started_ns = time.perf_counter_ns()
 
     def add_span(self, category: str, name: str, start_ns: int, end_ns: int) -> None:
@@ -81,6 +96,11 @@ class Recorder:
         keys, data = self.log.keys, self.log.data
         return [keys[data[i]][:3] + (data[i + 1], data[i + 2], data[i + 3]) + keys[data[i]][3:] + (data[i + 4],)
                 for i in range(0, len(data), OP_LOG_STRIDE) if data[i] >= 0]
+
+    @property
+    def kernels(self) -> list[tuple]:
+        """(op index, stream, start_ns, end_ns) per op that ran kernels, the op index into ``ops``."""
+        return (list(self.timer.records) if self.timer is not None else []) + self.added_kernels
 
     @property
     def memory(self) -> list[tuple[int, str, int]]:

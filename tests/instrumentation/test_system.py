@@ -13,7 +13,7 @@ import pytest
 from engine import hooks
 import instrumentation.system as system
 from instrumentation import SummaryWriter, SystemSampler
-from event_helpers import read_run
+from event_helpers import event_files, read_run
 from fake_pynvml import fake_pynvml
 from instrumentation.format import EventFileReader, ScalarValue, tags
 
@@ -79,8 +79,8 @@ def test_samples_share_the_step_axis_one_point_per_step(tmp_path: Path) -> None:
         sampler.close()
     hooks.reset_step(0)
     points: dict[str, list[tuple[int, float]]] = {}
-    for name in os.listdir(tmp_path):
-        for event in EventFileReader(tmp_path / name).read():
+    for path in event_files(tmp_path):  # (the run also has plugins/: the sampler's GPU status)
+        for event in EventFileReader(path).read():
             for value in event.values:
                 if isinstance(value, ScalarValue):
                     points.setdefault(value.tag, []).append((value.step, value.value))
@@ -124,8 +124,8 @@ def test_a_run_shorter_than_the_interval_gets_a_last_sample_at_close(tmp_path: P
         sampler.close()
         sampler.close()  # idempotent: no second sample
     hooks.reset_step(0)
-    points = [(value.tag, value.step) for name in os.listdir(tmp_path)
-              for event in EventFileReader(tmp_path / name).read() for value in event.values]
+    points = [(value.tag, value.step) for path in event_files(tmp_path)
+              for event in EventFileReader(path).read() for value in event.values]
     assert sorted(points) == [("sys/cpu_percent", 5), ("sys/rss_bytes", 5)]
 
 
