@@ -10,8 +10,8 @@ from engine.backend import cuda_backend
 
 def get_array_module(*arrays: Any) -> Any:
     """``numpy`` for host arrays, ``cupy`` when any of ``arrays`` is a device array (chainer's ``get_array_module``)."""
-    if cuda_backend.in_use:
-        cp = cuda_backend.cupy
+    cp = cuda_backend.cupy if cuda_backend.in_use else None
+    if cp is not None:
         for array in arrays:
             if isinstance(array, cp.ndarray):
                 return cp
