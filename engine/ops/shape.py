@@ -38,14 +38,14 @@ class Transpose(Function):
         if self.axes is not None and (len(self.axes) != x.ndim or any(not -x.ndim <= a < x.ndim for a in self.axes)
                                       or sorted(a % x.ndim for a in self.axes) != list(range(x.ndim))):
             raise ValueError(f"transpose axes {self.axes} are not a permutation of the {x.ndim} axes of {x.shape}")
-        return x.transpose(self.axes)
+        return x.transpose() if self.axes is None else x.transpose(self.axes)
 
     def output_nbytes(self, x):
         return 0  # a view
 
     def backward(self, grad):
         inverse = None if self.axes is None else tuple(np.argsort([a % grad.ndim for a in self.axes]))
-        return (grad.transpose(inverse),)
+        return (grad.transpose() if inverse is None else grad.transpose(inverse),)
 
 
 class Concat(Function):

@@ -5,6 +5,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from engine.backend import get_array_module
 from engine.optim.optimizer import Optimizer
 from engine.tensor import Tensor
 
@@ -41,6 +42,8 @@ class Adam(Optimizer):
                 state = self.state[p] = {"step": 0, "exp_avg": self._state_array(p),
                                          "exp_avg_sq": self._state_array(p)}
             data, grad = p._data, p.grad._data
+            if type(state["exp_avg"]._data) is not type(data):
+                self._follow_device(p, state)
             if type(data) is not np.ndarray:  # GPU parameters: one fused launch per (device, dtype, step) below
                 on_device.setdefault((str(p.device), data.dtype, state["step"]), []).append(p)
                 continue
@@ -91,8 +94,8 @@ class Adam(Optimizer):
                 if "max_exp_avg_sq" not in state:
                     state["max_exp_avg_sq"] = self._state_array(p)
             amsgrad_max = [state["max_exp_avg_sq"]._data for state in states]
-        grads = [p.grad._data if p.grad._data.dtype == p._data.dtype else p.grad._data.astype(p._data.dtype)
-                 for p in params]
+        xp = get_array_module(params[0]._data)
+        grads = [xp.ascontiguousarray(p.grad._data, dtype=p._data.dtype) for p in params]  # no copy when it is so
         kernels.adam_step([p._data for p in params], grads, [s["exp_avg"]._data for s in states],
                           [s["exp_avg_sq"]._data for s in states], lr=group["lr"], beta1=beta1, beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"], step=step,

@@ -154,7 +154,7 @@ class Optimizer:
     def _scratch_for(self, p: Tensor) -> tuple[Any, Any]:
         """Two scratch arrays shaped like ``p`` (views into the optimizer's workspace); reused every step."""
         views = self._scratch.get(p)
-        if views is None:
+        if views is None or type(views[0]) is not type(p._data):  # (new, or the parameter moved to another device)
             dtype, device = p._data.dtype, p.device
             largest = max(q._data.size for g in self.param_groups for q in g["params"]
                           if q._data.dtype == dtype and q.device == device)
@@ -167,6 +167,13 @@ class Optimizer:
             flat, n = buffer._data, p._data.size
             views = self._scratch[p] = (flat[:n].reshape(p.shape), flat[largest:largest + n].reshape(p.shape))
         return views
+
+    def _follow_device(self, p: Tensor, state: dict[str, Any]) -> None:
+        """Move ``p``'s state arrays to ``p``'s device (the model was moved after the optimizer stepped)."""
+        for key, value in state.items():
+            if isinstance(value, Tensor) and type(value._data) is not type(p._data):
+                state[key] = Tensor._wrap_array(to_device(value._data, p.device), "optimizer_state",
+                                                type(self).__name__)
 
     # --- state dict ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -41,6 +41,9 @@ class SGD(Optimizer):
             if momentum != 0:
                 state = self.state.setdefault(p, {})
                 buffer = state.get("momentum_buffer")
+                if buffer is not None and type(buffer._data) is not type(data):
+                    self._follow_device(p, state)
+                    buffer = state["momentum_buffer"]
                 if buffer is None:
                     buffer = state["momentum_buffer"] = self._state_array(p)
                     xp.copyto(buffer._data, grad)
