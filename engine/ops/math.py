@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from engine.function import Function
 from engine.ops._util import elementwise_nbytes, errstate, shape_nbytes
 from engine.tensor import Tensor, _as_dtype
