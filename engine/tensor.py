@@ -162,15 +162,9 @@ class Tensor:
         ``t.to("float64")``, ``t.to("cuda:0", "float16")``, ``t.to(other_tensor)``. Returns ``self`` when nothing
         changes; a move is part of the graph (the gradient goes back to the source device).
         A CUDA device without CUDA is a RuntimeError saying why (CuPy missing, no device, driver too old)."""
-        for arg in args:
-            if isinstance(arg, Tensor):
-                device, dtype = arg.device, arg.dtype
-            elif device is None and _backend.is_device_spec(arg):
-                device = arg
-            elif dtype is None:
-                dtype = arg
-            else:
-                raise TypeError(f"to(): unexpected argument {arg!r} (give a device, a dtype, or both)")
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            args = (args[0].device, args[0].dtype)
+        device, dtype = _backend.to_arguments("to()", args, device, dtype)
         out = self
         if dtype is not None and _as_dtype(dtype) != self._data.dtype:
             out = _ops.cast(out, dtype)

@@ -11,12 +11,12 @@ from typing import Any, Iterable
 import numpy as np
 
 from engine.backend import cuda_backend
-from engine.backend.device import CPU, Device, as_device, is_device_spec
+from engine.backend.device import CPU, Device, as_device, is_device_spec, to_arguments
 from engine.backend.numpy_backend import device_of, get_array_module, is_device_array
 
 __all__ = ["CPU", "Device", "DeviceMismatchError", "array_device", "as_device", "common_device", "cuda_backend",
            "device_of", "get_array_module", "is_device_array", "is_device_spec", "op_array_module", "resolve",
-           "to_device"]
+           "to_arguments", "to_device"]
 
 
 class DeviceMismatchError(RuntimeError):

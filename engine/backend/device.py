@@ -79,3 +79,15 @@ def is_device_spec(value: Any) -> bool:
     if isinstance(value, Device):
         return True
     return isinstance(value, str) and _PATTERN.match(value.strip().lower()) is not None
+
+
+def to_arguments(what: str, args: tuple[Any, ...], device: Any, dtype: Any) -> tuple[Any, Any]:
+    """(device, dtype) from the positional arguments of ``to()`` (a device, a dtype, or both, in either order)."""
+    for arg in args:
+        if device is None and is_device_spec(arg):
+            device = arg
+        elif dtype is None:
+            dtype = arg
+        else:
+            raise TypeError(f"{what}: unexpected argument {arg!r} (give a device, a dtype, or both)")
+    return device, dtype

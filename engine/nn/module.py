@@ -262,13 +262,7 @@ class Module:
         ``model.to("float64")``, ``model.to("cuda:0", "float32")``. Casting applies to floating-point tensors only;
         a move keeps each parameter the same object (optimizers built before still hold it) and moves its
         ``.grad`` too. Returns ``self``. A CUDA device without CUDA is a RuntimeError saying why."""
-        for arg in args:
-            if device is None and _backend.is_device_spec(arg):
-                device = arg
-            elif dtype is None:
-                dtype = arg
-            else:
-                raise TypeError(f"Module.to(): unexpected argument {arg!r} (give a device, a dtype, or both)")
+        device, dtype = _backend.to_arguments("Module.to()", args, device, dtype)
         target = None if device is None else _backend.resolve(device)
         dtype = None if dtype is None else np.dtype(dtype)
         for param in self.parameters():
