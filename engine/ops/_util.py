@@ -24,12 +24,18 @@ def as_tensor(value: Any, like: Tensor | None = None) -> Tensor:
             dtype = np.dtype("int64")
         if type(like._data) is np.ndarray:
             return Tensor._wrap_array(np.asarray(value, dtype=dtype), "input", "constant")
-        # NOTE: a constant next to GPU data is made on its device (a fill kernel, no host-to-device copy)
-        with like._data.device:
-            return Tensor._wrap_array(get_array_module(like._data).full((), value, dtype=dtype), "input", "constant")
+        return _device_scalar(value, dtype, like)
     if type(value) is np.ndarray and value.dtype.kind in "fiub":
         return Tensor._wrap_array(value, "input", "constant")  # ops never write to their inputs: no copy
+    if isinstance(value, np.generic) and like is not None and type(like._data) is not np.ndarray:
+        return _device_scalar(value, value.dtype, like)  # a NumPy scalar is a scalar on any device (as in PyTorch)
     return Tensor(value)
+
+
+def _device_scalar(value: Any, dtype: np.dtype, like: Tensor) -> Tensor:
+    """A 0-d constant on the GPU of ``like`` (a fill kernel, no host-to-device copy)."""
+    with like._data.device:
+        return Tensor._wrap_array(get_array_module(like._data).full((), value, dtype=dtype), "input", "constant")
 
 
 def errstate(xp: Any, **kwargs: str) -> Any:

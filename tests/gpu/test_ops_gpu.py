@@ -249,6 +249,8 @@ def test_tensor_device_api_on_gpu(cp):
     assert back.device == "cpu" and type(back._data) is np.ndarray and np.array_equal(back.numpy(), host)
     assert np.array_equal(t.numpy(), host) and t.numpy() is not t.numpy()  # a fresh host copy each time
     assert t.sum().item() == 15.0 and float(t[1, 2]) == 5.0 and "device='cuda:" in repr(t)
+    for result in (t * np.float32(2), t + 1, 1.5 - t, t ** 2, t / np.float64(4)):  # scalars join on the device
+        assert result.is_cuda and result.dtype == np.float32
     wrapped = engine.tensor(cp.ones(3))  # a CuPy array stays on its device
     assert wrapped.is_cuda and wrapped.dtype == np.float64
     cast = t.to("cpu", "float64")
