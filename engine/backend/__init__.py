@@ -58,7 +58,7 @@ def resolve(spec: Any) -> Device:
     device = as_device(spec)
     if device.type == "cpu":
         return CPU
-    cuda_backend.require_cupy()
+    cuda_backend.require_cuda()
     index = cuda_backend.current_device() if device.index is None else cuda_backend.check_index(device.index)
     return Device("cuda", index)
 

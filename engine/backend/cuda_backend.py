@@ -58,7 +58,14 @@ def is_available() -> bool:
 
 
 def require_cupy() -> Any:
-    """The cupy module, or a RuntimeError saying why the CUDA backend is unavailable."""
+    """The cupy module, or a RuntimeError saying why it did not import (a device is not needed: NVRTC compiles)."""
+    if cupy is None:
+        raise RuntimeError(f"CUDA is not available: {unavailable_reason()}")
+    return cupy
+
+
+def require_cuda() -> Any:
+    """The cupy module when a CUDA device is usable, or a RuntimeError saying why not."""
     reason = unavailable_reason()
     if reason is not None:
         raise RuntimeError(f"CUDA is not available: {reason}")
@@ -70,16 +77,16 @@ def device_count() -> int:
 
 
 def current_device() -> int:
-    return int(require_cupy().cuda.runtime.getDevice())
+    return int(require_cuda().cuda.runtime.getDevice())
 
 
 def set_device(index: int) -> None:
-    require_cupy().cuda.runtime.setDevice(int(index))
+    require_cuda().cuda.runtime.setDevice(int(index))
 
 
 def synchronize(index: int | None = None) -> None:
     """Wait for all work queued on device ``index`` (the current one by default)."""
-    cp = require_cupy()
+    cp = require_cuda()
     if index is None:
         cp.cuda.Device().synchronize()
     else:
@@ -96,7 +103,7 @@ def check_index(index: int) -> int:
 def to_device(array: Any, index: int) -> Any:
     """A copy of ``array`` (numpy or cupy) on CUDA device ``index``; marks the backend in use."""
     global in_use
-    cp = require_cupy()
+    cp = require_cuda()
     check_index(index)
     in_use = True
     with cp.cuda.Device(index):
@@ -110,13 +117,13 @@ def to_host(array: Any) -> Any:
 
 def current_stream() -> Any:
     """The CuPy stream that ops on the current device run on."""
-    return require_cupy().cuda.get_current_stream()
+    return require_cuda().cuda.get_current_stream()
 
 
 def new_stream(non_blocking: bool = True) -> Any:
-    return require_cupy().cuda.Stream(non_blocking=non_blocking)
+    return require_cuda().cuda.Stream(non_blocking=non_blocking)
 
 
 def new_event(timing: bool = True) -> Any:
     """A CUDA event (``record(stream)``, ``synchronize()``; ``cupy.cuda.get_elapsed_time(a, b)`` in ms)."""
-    return require_cupy().cuda.Event(disable_timing=not timing)
+    return require_cuda().cuda.Event(disable_timing=not timing)
