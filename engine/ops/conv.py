@@ -14,7 +14,8 @@ def pad2d(x: np.ndarray, padding: tuple[int, int, int, int], value: float = 0.0)
     top, bottom, left, right = padding
     if not (top or bottom or left or right):
         return x
-    out = get_array_module(x).full(x.shape[:-2] + (x.shape[-2] + top + bottom, x.shape[-1] + left + right), value, dtype=x.dtype)
+    shape = x.shape[:-2] + (x.shape[-2] + top + bottom, x.shape[-1] + left + right)
+    out = get_array_module(x).full(shape, value, dtype=x.dtype)
     out[..., top:top + x.shape[-2], left:left + x.shape[-1]] = x
     return out
 

@@ -39,7 +39,8 @@ class BatchNorm(Function):
         else:
             mean, var = self.running_mean, self.running_var
             centered = x - mean.astype(x.dtype, copy=False).reshape(bshape)
-        invstd = (1.0 / self.xp.sqrt(var.astype(x.dtype, copy=False) + x.dtype.type(self.eps))).astype(x.dtype, copy=False)
+        invstd = 1.0 / self.xp.sqrt(var.astype(x.dtype, copy=False) + x.dtype.type(self.eps))
+        invstd = invstd.astype(x.dtype, copy=False)
         scale = invstd if weight is None else invstd * weight
         if self.training:
             centered *= invstd.reshape(bshape)  # now x̂

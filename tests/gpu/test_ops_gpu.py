@@ -104,6 +104,10 @@ CASES: dict[str, tuple[Callable, tuple[int, ...], Callable, Callable]] = {
                          lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
                          lambda x, w, b: __import__("torch").nn.functional.batch_norm(x, None, None, w, b,
                                                                                       training=True)),
+    "batch_norm_eval": (lambda r: [_u(r, 5, 3, 4), _u(r, 3), _pos(r, 3), _pos(r, 3), _u(r, 3)], (0, 3, 4),
+                        lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False),
+                        lambda x, m, v, w, b: __import__("torch").nn.functional.batch_norm(x, m, v, w, b,
+                                                                                           training=False)),
     "cross_entropy": (lambda r: [_u(r, 6, 4) * 3], (0,), lambda x: F.cross_entropy(x, _LABELS),
                       lambda x: __import__("torch").nn.functional.cross_entropy(x, _t(_LABELS, x))),
     "cross_entropy_weight_ignore": (
