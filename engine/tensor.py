@@ -31,8 +31,7 @@ class Tensor:
         if isinstance(data, Tensor):
             data = data._data
         if _backend.is_device_array(data):  # a CuPy array stays on its GPU (copied, as NumPy data is)
-            array = data.astype(_as_dtype(dtype)) if dtype is not None else data.copy()
-            _cuda.in_use = True
+            array = _cuda.adopt(data.astype(_as_dtype(dtype)) if dtype is not None else data.copy())
         elif dtype is not None:
             array = np.array(data, dtype=_as_dtype(dtype))
         else:

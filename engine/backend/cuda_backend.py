@@ -100,14 +100,19 @@ def check_index(index: int) -> int:
     return index
 
 
+def adopt(array: Any) -> Any:
+    """``array`` (a CuPy array the engine did not copy itself) from now on in the engine: ops check devices."""
+    global in_use
+    in_use = True
+    return array
+
+
 def to_device(array: Any, index: int) -> Any:
     """A copy of ``array`` (numpy or cupy) on CUDA device ``index``; marks the backend in use."""
-    global in_use
     cp = require_cuda()
     check_index(index)
-    in_use = True
     with cp.cuda.Device(index):
-        return cp.array(array, copy=True)
+        return adopt(cp.array(array, copy=True))
 
 
 def to_host(array: Any) -> Any:
