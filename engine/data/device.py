@@ -11,7 +11,7 @@ from engine.data.prefetch import Prefetch
 from engine.data.structure import Element, flatten, pack
 
 
-class ToDevice(Dataset):
+class DeviceStage(Dataset):
     """Each element with every array leaf copied to ``device`` (CuPy arrays on a GPU; unchanged for "cpu").
 
     On a GPU the copies are queued on a stream of this stage's own and waited for on the thread that iterates
@@ -46,4 +46,4 @@ class ToDevice(Dataset):
 def prefetch_to_device(dataset: Dataset, device: Any, buffer_size: int = 1) -> Dataset:
     """``dataset`` with up to ``buffer_size`` elements already copied to ``device`` by a background thread
     (``tf.data.experimental.prefetch_to_device``). "cuda" without CUDA is a RuntimeError saying why."""
-    return Prefetch(ToDevice(dataset, _backend.resolve(device)), buffer_size)
+    return Prefetch(DeviceStage(dataset, _backend.resolve(device)), buffer_size)
