@@ -154,7 +154,9 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The values as a NumPy array (a view on the CPU; a copy from a GPU)."""
         data = self._data
-        return data if type(data) is np.ndarray else _cuda.to_host(data)
+        if type(data) is np.ndarray:
+            return data
+        return _cuda.to_host(data) if _backend.is_device_array(data) else np.asarray(data)
 
     def to(self, *args: Any, dtype: Any = None, device: Any = None) -> Tensor:
         """This tensor on ``device`` and/or in ``dtype``, as ``torch.Tensor.to``: ``t.to("cuda")``,
