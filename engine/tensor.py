@@ -158,10 +158,11 @@ class Tensor:
             return data
         return _cuda.to_host(data) if _backend.is_device_array(data) else np.asarray(data)
 
-    def to(self, *args: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    def to(self, *args: Any, dtype: Any = None, device: Any = None, non_blocking: bool = False) -> Tensor:
         """This tensor on ``device`` and/or in ``dtype``, as ``torch.Tensor.to``: ``t.to("cuda")``,
         ``t.to("float64")``, ``t.to("cuda:0", "float16")``, ``t.to(other_tensor)``. Returns ``self`` when nothing
-        changes; a move is part of the graph (the gradient goes back to the source device).
+        changes; a move is part of the graph (the gradient goes back to the source device). ``non_blocking`` is
+        accepted as PyTorch's; the copy is complete when this returns (overlap copies with ``prefetch_to_device``).
         A CUDA device without CUDA is a RuntimeError saying why (CuPy missing, no device, driver too old)."""
         if len(args) == 1 and isinstance(args[0], Tensor):
             args = (args[0].device, args[0].dtype)

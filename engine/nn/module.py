@@ -257,11 +257,12 @@ class Module:
             else:
                 param.grad._data[...] = 0
 
-    def to(self, *args: Any, device: Any = None, dtype: Any = None) -> Module:
+    def to(self, *args: Any, device: Any = None, dtype: Any = None, non_blocking: bool = False) -> Module:
         """Move and/or cast every parameter and buffer in place, as ``torch.nn.Module.to``: ``model.to("cuda")``,
         ``model.to("float64")``, ``model.to("cuda:0", "float32")``. Casting applies to floating-point tensors only;
         a move keeps each parameter the same object (optimizers built before still hold it) and moves its
-        ``.grad`` too. Returns ``self``. A CUDA device without CUDA is a RuntimeError saying why."""
+        ``.grad`` too. Returns ``self``. A CUDA device without CUDA is a RuntimeError saying why. ``non_blocking`` is
+        accepted as PyTorch's (the copies are complete when this returns)."""
         device, dtype = _backend.to_arguments("Module.to()", args, device, dtype)
         target = None if device is None else _backend.resolve(device)
         dtype = None if dtype is None else np.dtype(dtype)

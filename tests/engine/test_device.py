@@ -92,7 +92,7 @@ def test_device_objects_and_ints():
 def test_cpu_tensor_device_and_round_trips():
     t = engine.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True, device="cpu")
     assert t.device == "cpu" and isinstance(t.device, Device) and not t.is_cuda
-    assert t.to("cpu") is t and t.cpu() is t and t.to(CPU) is t and t.to(device="cpu") is t
+    assert t.to("cpu") is t and t.cpu() is t and t.to(CPU) is t and t.to(device="cpu", non_blocking=True) is t
     host = t.numpy()
     assert type(host) is np.ndarray and np.array_equal(host, [[1, 2], [3, 4]])
     cast = t.to("cpu", "float64")
@@ -182,7 +182,7 @@ def test_device_check_on_host_arrays_picks_numpy(monkeypatch):
 def test_module_to_cpu_and_dtype_in_place():
     model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
     params = list(model.parameters())
-    assert model.to("cpu") is model and model.cpu() is model
+    assert model.to("cpu") is model and model.cpu() is model and model.to("cpu", non_blocking=True) is model
     assert [id(p) for p in model.parameters()] == [id(p) for p in params]
     assert model.to("cpu", "float64") is model
     assert all(p.dtype == np.float64 for p in model.parameters())
