@@ -6,7 +6,7 @@ under ``engine.backend.cuda``.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -41,15 +41,30 @@ def common_device(op: str, devices: Iterable[Device], module: str = "") -> Devic
     return found[0] if found else CPU
 
 
+_known: dict[str, Device] = {"cpu": CPU}  # device string -> its Device (made once)
+
+
 def array_device(array: Any) -> Device:
-    return CPU if type(array) is np.ndarray else Device(device_of(array))
+    if type(array) is np.ndarray:
+        return CPU
+    name = device_of(array)
+    found = _known.get(name)
+    if found is None:
+        found = _known[name] = Device(name)
+    return found
 
 
-def op_array_module(op: str, arrays: Iterable[Any], module: str) -> Any:
+def op_array_module(op: str, arrays: Sequence[Any], module: str) -> Any:
     """``xp`` for an op once some data lives on a GPU: the inputs' one device's array module, after checking that
-    every input is on that device."""
-    device = common_device(op, (array_device(a) for a in arrays), module)
-    return np if device.type == "cpu" else cuda_backend.cupy
+    every input is on that device (compared as strings: this runs for every op)."""
+    first = None
+    for array in arrays:
+        name = "cpu" if type(array) is np.ndarray else device_of(array)
+        if first is None:
+            first = name
+        elif name != first:
+            common_device(op, (array_device(a) for a in arrays), module)  # raises, naming every device
+    return np if first is None or first == "cpu" else cuda_backend.cupy
 
 
 def resolve(spec: Any) -> Device:
