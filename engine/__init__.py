@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from engine import config, cuda, hooks, memory, memory_recording, op_log
+from engine.backend import Device
+from engine.backend import Device as device
 from engine.memory import OutOfMemoryError
 from engine.errors import NonFiniteError
 from engine.tensor import Tensor, tensor
@@ -16,5 +18,5 @@ from engine.training import History, fit
 
 __version__ = "0.1.0"
 
-__all__ = ["Function", "History", "NonFiniteError", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "data", "datasets", "enable_grad", "fit", "grad",
+__all__ = ["Device", "Function", "History", "NonFiniteError", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "cuda", "data", "datasets", "device", "enable_grad", "fit", "grad",
            "hooks", "is_grad_enabled", "load", "manual_seed", "memory", "memory_recording", "nn", "no_grad", "op_log", "optim", "save", "stack", "tensor", "where"]

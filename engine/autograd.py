@@ -9,6 +9,7 @@ import numpy as np
 
 from engine import hooks as _hooks
 from engine import memory as _memory
+from engine.backend import get_array_module
 from engine.function import Function
 from engine.tensor import Tensor
 
@@ -46,8 +47,8 @@ def _seed(output: Tensor, grad: Any) -> np.ndarray:
         if output._data.size != 1:
             raise RuntimeError(f"grad can be created implicitly only for scalar outputs; this output has shape "
                                f"{output.shape}: pass grad= (an array of that shape)")
-        return np.ones_like(output._data)
-    array = grad._data if isinstance(grad, Tensor) else np.asarray(grad, dtype=output.dtype)
+        return get_array_module(output._data).ones_like(output._data)
+    array = grad._data if isinstance(grad, Tensor) else get_array_module(output._data).asarray(grad, dtype=output.dtype)
     if array.shape != output.shape:
         raise ValueError(f"grad of shape {array.shape} does not match the output's shape {output.shape}")
     return array.astype(output.dtype, copy=True)
@@ -245,8 +246,12 @@ def _accumulate(leaf: Tensor, array: np.ndarray) -> None:
     if leaf.grad is None:
         # NOTE: a gradient array nobody else holds (the caller's loop variable, our argument and
         # getrefcount's own) becomes .grad as is; a shared one (Add hands one array to both inputs) is copied.
-        owned = type(array) is np.ndarray and array.base is None and sys.getrefcount(array) <= _OWNED_REFS
-        leaf.grad = Tensor._wrap_array(array if owned else np.array(array, copy=True), "gradient", "grad")
+        if isinstance(array, np.generic):  # a NumPy scalar from a full reduction: a fresh 0-d array of our own
+            array = np.asarray(array)
+        owned = array.base is None and sys.getrefcount(array) <= _OWNED_REFS  # (CuPy arrays have .base too)
+        if not owned:
+            array = np.array(array, copy=True) if type(array) is np.ndarray else array.copy()
+        leaf.grad = Tensor._wrap_array(array, "gradient", "grad")
     else:
         leaf.grad._data += array
 
@@ -276,6 +281,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor], 
     grads = []
     for t in inputs:
         found = results.get(id(t))
-        array = np.zeros_like(t._data) if found is None else np.array(found[1], dtype=t.dtype, copy=True)
+        xp = get_array_module(t._data)
+        array = xp.zeros_like(t._data) if found is None else xp.array(found[1], dtype=t.dtype, copy=True)
         grads.append(Tensor._wrap_array(array, "gradient", "grad"))
     return grads

@@ -4,6 +4,8 @@ An op subclasses ``Function``, computes its result from raw arrays in ``forward`
 what ``backward`` needs) and returns one array; ``backward`` receives the gradient of that result and
 returns one gradient array (or None) per input. Calling an instance on Tensors runs the op, registers the
 result with the allocator chokepoint and, when gradients are needed, links the result into the graph.
+Ops take array functions from ``self.xp`` (NumPy, or CuPy when the inputs live on a GPU: picked once per call
+from the inputs, after checking they share one device), so one definition runs on both backends.
 With a memory limit set, ``output_nbytes`` (the result's size from the inputs' shapes and dtypes) is checked
 against it before ``forward`` runs; a ``MemoryError`` from NumPy inside the op becomes ``OutOfMemoryError``.
 """
@@ -18,6 +20,9 @@ import numpy as np
 from engine import config as _config
 from engine import hooks as _hooks
 from engine import memory as _memory
+from engine.backend import cuda_backend as _cuda
+from engine.backend import get_array_module as _get_array_module
+from engine.backend import op_array_module as _op_array_module
 from engine.tensor import Tensor
 
 _grad_enabled = True
@@ -56,6 +61,7 @@ def is_grad_enabled() -> bool:
 class Function:
     """Base class of ops; see the module docstring for the contract."""
 
+    xp: Any = np  # the array module of this call's inputs (cupy when they live on a GPU), set by __call__
     parents: tuple[Tensor, ...] = ()
     needs_input_grad: tuple[bool, ...] = ()
     module: str = ""
@@ -82,6 +88,8 @@ class Function:
         if _hooks.ops_observed or _config.DEBUG:
             return self._call_observed(inputs, needs_grad)
         arrays = [t._data for t in inputs]
+        if _cuda.in_use:
+            self.xp = _op_array_module(type(self).__name__, arrays, _hooks.module_stack[-1])
         if _memory.limit_set:
             self._check_room(arrays)
         try:
@@ -129,6 +137,8 @@ class Function:
         name, module = type(self).__name__, _hooks.module_stack[-1]
         if _hooks.ops_observed and not _hooks._step_open and _hooks.phase == "forward":
             _hooks.mark_step_begin()
+        if _cuda.in_use:
+            self.xp = _op_array_module(name, arrays, module)
         if _memory.limit_set:
             self._check_room(arrays)
         if _hooks.op_begin:
@@ -161,6 +171,10 @@ _PropagatingError = _hooks.PropagatingError
 def _debug_check(op: str, out: Any) -> None:
     if _config.DEBUG >= 2:
         print(f"engine: {op} -> {getattr(out, 'shape', ())} {getattr(out, 'dtype', '')}")
-    if getattr(out, "dtype", None) is not None and out.dtype.kind in "fc" and not np.isfinite(out).all():
+    if getattr(out, "dtype", None) is not None and out.dtype.kind in "fc" and not _isfinite_all(out):
         raise FloatingPointError(f"op '{op}' in module '{_hooks.module_stack[-1]}' produced NaN/Inf "
                                  f"(FLOWSCOPE_DEBUG=1 checks every op output)")
+
+
+def _isfinite_all(out: Any) -> bool:
+    return bool(_get_array_module(out).isfinite(out).all())  # one device-to-host read on a GPU

@@ -7,7 +7,8 @@ import numpy as np
 
 from engine import config as _config
 from engine import memory as _memory
-from engine.backend import device_of
+from engine import backend as _backend
+from engine.backend import cuda_backend as _cuda
 
 _FLOAT_KINDS = "f"
 
@@ -26,10 +27,12 @@ class Tensor:
     __array_priority__ = 1000  # numpy scalars/arrays on the left defer to Tensor's reflected operators
 
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False, name: str | None = None,
-                 _category: str = "input") -> None:
+                 _category: str = "input", device: Any = None) -> None:
         if isinstance(data, Tensor):
             data = data._data
-        if dtype is not None:
+        if _backend.is_device_array(data):  # a CuPy array stays on its GPU (copied, as NumPy data is)
+            array = _cuda.adopt(data.astype(_as_dtype(dtype)) if dtype is not None else data.copy())
+        elif dtype is not None:
             array = np.array(data, dtype=_as_dtype(dtype))
         else:
             array = np.array(data)
@@ -41,6 +44,8 @@ class Tensor:
         if requires_grad and array.dtype.kind not in _FLOAT_KINDS:
             raise TypeError(f"only floating-point tensors can require gradients, got dtype {array.dtype} "
                             f"(name={name!r}, shape={array.shape})")
+        if device is not None:
+            array = _backend.to_device(array, device)
         self._mem_key = _memory.register(array, _category, "tensor")
         self._data = array
         self._ctx = None
@@ -70,7 +75,9 @@ class Tensor:
 
     @data.setter
     def data(self, value: Any) -> None:
-        array = value._data if isinstance(value, Tensor) else np.asarray(value)
+        array = value._data if isinstance(value, Tensor) else value
+        if not _backend.is_device_array(array):
+            array = np.asarray(array)
         if array.shape != self._data.shape:
             raise ValueError(f"cannot assign data of shape {array.shape} to a tensor of shape {self._data.shape}")
         key = _memory.register(array, "input", "data")
@@ -94,8 +101,13 @@ class Tensor:
         return self._data.size
 
     @property
-    def device(self) -> str:
-        return device_of(self._data)
+    def device(self) -> _backend.Device:
+        """Where the data lives: ``device(type='cpu')`` or ``device(type='cuda', index=N)``; equal to "cpu"/"cuda:N"."""
+        return _backend.array_device(self._data)
+
+    @property
+    def is_cuda(self) -> bool:
+        return type(self._data) is not np.ndarray and _backend.is_device_array(self._data)
 
     @property
     def is_leaf(self) -> bool:
@@ -118,7 +130,9 @@ class Tensor:
         extra = ", requires_grad=True" if self.requires_grad else ""
         extra += f", grad_fn={self._ctx.name}" if self._ctx is not None else ""
         extra += f", name={self.name!r}" if self.name else ""
-        body = np.array2string(self._data, separator=", ", prefix="tensor(", threshold=200)
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", threshold=200)
+        if type(self._data) is not np.ndarray:
+            extra = f", device='{self.device}'" + extra
         return f"tensor({body}, dtype={self._data.dtype}{extra})"
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -140,7 +154,35 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The values as a NumPy array (a view on the CPU; a copy from a GPU)."""
         data = self._data
-        return data if type(data) is np.ndarray else data.get()
+        if type(data) is np.ndarray:
+            return data
+        return _cuda.to_host(data) if _backend.is_device_array(data) else np.asarray(data)
+
+    def to(self, *args: Any, dtype: Any = None, device: Any = None, non_blocking: bool = False) -> Tensor:
+        """This tensor on ``device`` and/or in ``dtype``, as ``torch.Tensor.to``: ``t.to("cuda")``,
+        ``t.to("float64")``, ``t.to("cuda:0", "float16")``, ``t.to(other_tensor)``. Returns ``self`` when nothing
+        changes; a move is part of the graph (the gradient goes back to the source device). ``non_blocking`` is
+        accepted as PyTorch's; the copy is complete when this returns (overlap copies with ``prefetch_to_device``).
+        A CUDA device without CUDA is a RuntimeError saying why (CuPy missing, no device, driver too old)."""
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            args = (args[0].device, args[0].dtype)
+        device, dtype = _backend.to_arguments("to()", args, device, dtype)
+        out = self
+        if dtype is not None and _as_dtype(dtype) != self._data.dtype:
+            out = _ops.cast(out, dtype)
+        if device is not None:
+            target = _backend.resolve(device)
+            if target != out.device:
+                out = _ops.to_device(out, target)
+        return out
+
+    def cuda(self, device: Any = None) -> Tensor:
+        """This tensor on CUDA device ``device`` (the current one by default)."""
+        return self.to("cuda" if device is None else _backend.as_device(device))
+
+    def cpu(self) -> Tensor:
+        """This tensor in host memory (itself when it is there already)."""
+        return self.to("cpu")
 
     def item(self) -> Any:
         if self._data.size != 1:
@@ -241,10 +283,12 @@ def _is_float64_source(data: Any) -> bool:
     return isinstance(data, np.floating) and data.dtype == np.float64
 
 
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, name: str | None = None) -> Tensor:
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, name: str | None = None,
+           device: Any = None) -> Tensor:
     """Make a tensor from array-like ``data`` (copied). Python floats become float32, NumPy arrays keep
-    their dtype; ``dtype`` takes NumPy dtypes or names such as ``"float64"``."""
-    return Tensor(data, dtype=dtype, requires_grad=requires_grad, name=name)
+    their dtype; ``dtype`` takes NumPy dtypes or names such as ``"float64"``; ``device`` is "cpu", "cuda" or
+    "cuda:N" (default: where ``data`` is — the host, or the GPU of a CuPy array)."""
+    return Tensor(data, dtype=dtype, requires_grad=requires_grad, name=name, device=device)
 
 
 from engine import autograd as _autograd  # noqa: E402  (cycle: autograd and ops build on Tensor)

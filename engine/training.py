@@ -19,6 +19,7 @@ from tqdm import tqdm
 from engine import hooks as _hooks
 from engine.data import DatasetIterator
 from engine.function import no_grad
+from engine.backend import cuda_backend, is_device_array
 from engine.tensor import Tensor
 
 CALLBACK_METHODS = ("on_train_begin", "on_step_begin", "on_step_end", "on_epoch_end", "on_train_end")
@@ -173,6 +174,8 @@ def _batches(data: Iterable[Any], what: str, mark_steps: bool = True) -> Any:
 def _as_tensor(value: Any) -> Tensor:
     if isinstance(value, Tensor):
         return value
+    if is_device_array(value):  # a batch already on a GPU (Dataset.prefetch_to_device)
+        return Tensor._wrap_array(cuda_backend.adopt(value), "input", "batch")
     return Tensor._wrap_array(np.asarray(value), "input", "batch")
 
 

@@ -108,6 +108,12 @@ class Dataset:
         from engine.data.prefetch import Prefetch
         return Prefetch(self, buffer_size)
 
+    def prefetch_to_device(self, device: Any, buffer_size: int = 1) -> Dataset:
+        """Produce up to ``buffer_size`` elements ahead on a background thread, their arrays already copied to
+        ``device`` ("cpu", "cuda", "cuda:N"); use as the last stage. "cuda" without CUDA raises saying why."""
+        from engine.data.device import prefetch_to_device
+        return prefetch_to_device(self, device, buffer_size)
+
     def cache(self) -> Dataset:
         """Keep the elements of the first complete pass in memory and replay them on later passes."""
         from engine.data.cache import Cache

@@ -5,7 +5,9 @@ from typing import Any
 
 import numpy as np
 
+from engine import hooks as _hooks
 from engine import ops as _ops
+from engine.backend import common_device, cuda_backend as _cuda, to_device
 from engine.ops import loss as _loss
 from engine.ops.conv import Conv2d
 from engine.ops.dropout import Dropout
@@ -19,18 +21,28 @@ __all__ = ["avg_pool2d", "batch_norm", "binary_cross_entropy_with_logits", "conv
            "softmax", "tanh"]
 
 
-def _tensor(value: Any, what: str) -> Tensor:
+def _tensor(value: Any, what: str, like: Tensor | None = None) -> Tensor:
+    """``value`` as a Tensor; plain arrays and lists go to the device of ``like`` (a GPU input's targets)."""
     if isinstance(value, Tensor):
         return value
     if isinstance(value, (np.ndarray, list, tuple, int, float)):
-        return Tensor(value)
+        return Tensor(value, device=None if like is None or type(like._data) is np.ndarray else like.device)
     raise TypeError(f"{what} must be a Tensor or array, got {type(value).__name__}")
 
 
-def _array(value: Any) -> np.ndarray | None:
+def _array(value: Any, like: Tensor | None = None, fn: str = "") -> Any:
+    """The array of ``value``: a Tensor's own (which must be on the device of ``like``), or a plain array/list
+    put on the device of ``like``."""
     if value is None:
         return None
-    return value._data if isinstance(value, Tensor) else np.asarray(value)
+    if isinstance(value, Tensor):
+        if like is not None and _cuda.in_use:
+            common_device(fn, (value.device, like.device), _hooks.module_stack[-1])
+        return value._data
+    array = np.asarray(value)
+    if like is not None and type(like._data) is not np.ndarray:
+        return to_device(array, like.device)
+    return array
 
 
 def _check_reduction(fn: str, reduction: str) -> None:
@@ -76,7 +88,7 @@ def _class_target(fn: str, input: Tensor, target: Any, weight: Any) -> tuple[np.
     """Validate (input, integer target, class weight) shapes for cross_entropy / nll_loss."""
     if input.ndim == 0:
         raise ValueError(f"{fn}: input must have a class dimension, got a 0-d tensor")
-    labels = _array(target)
+    labels = _array(target, input, fn)
     classes = input.shape[1] if input.ndim >= 2 else input.shape[0]
     expected = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
     if labels.dtype.kind not in "iu":
@@ -85,7 +97,7 @@ def _class_target(fn: str, input: Tensor, target: Any, weight: Any) -> tuple[np.
     if labels.shape != expected:
         raise ValueError(f"{fn}: target of shape {labels.shape} does not match input of shape {input.shape}; "
                          f"expected target shape {expected} (input is (N, C, d1, ...) with C={classes} classes)")
-    w = _array(weight)
+    w = _array(weight, input, fn)
     if w is not None and w.shape != (classes,):
         raise ValueError(f"{fn}: weight must have shape ({classes},), one entry per class, got {w.shape}")
     return labels, w
@@ -100,9 +112,9 @@ def cross_entropy(input: Tensor, target: Any, weight: Any = None, *, ignore_inde
     input = _tensor(input, "cross_entropy input")
     if input.dtype.kind != "f":
         raise TypeError(f"cross_entropy: input must be floating-point logits, got dtype {input.dtype}")
-    target_array = _array(target)
+    target_array = _array(target, input, "cross_entropy")
     if target_array.dtype.kind == "f" and target_array.shape == input.shape:
-        w = _array(weight)
+        w = _array(weight, input, "cross_entropy")
         classes = input.shape[1] if input.ndim >= 2 else input.shape[0]
         if w is not None and w.shape != (classes,):
             raise ValueError(f"cross_entropy: weight must have shape ({classes},), got {w.shape}")
@@ -122,7 +134,8 @@ def nll_loss(input: Tensor, target: Any, weight: Any = None, *, ignore_index: in
 
 def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
     _check_reduction("mse_loss", reduction)
-    input, target = _tensor(input, "mse_loss input"), _tensor(target, "mse_loss target")
+    input = _tensor(input, "mse_loss input")
+    target = _tensor(target, "mse_loss target", input)
     try:
         np.broadcast_shapes(input.shape, target.shape)
     except ValueError:
@@ -134,13 +147,15 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Any, weight: Any = N
                                      pos_weight: Any = None) -> Tensor:
     """Sigmoid + binary cross-entropy in one stable op; ``pos_weight`` weighs positives per class (last dim)."""
     _check_reduction("binary_cross_entropy_with_logits", reduction)
-    input, target = _tensor(input, "input"), _tensor(target, "target")
+    input = _tensor(input, "input")
+    target = _tensor(target, "target", input)
     if input.shape != target.shape:
         raise ValueError(f"binary_cross_entropy_with_logits: target shape {target.shape} must equal input shape "
                          f"{input.shape}")
     if target.dtype != input.dtype:
         target = _ops.cast(target, input.dtype)
-    w, pw = _array(weight), _array(pos_weight)
+    fn = "binary_cross_entropy_with_logits"
+    w, pw = _array(weight, input, fn), _array(pos_weight, input, fn)
     for name, arr in (("weight", w), ("pos_weight", pw)):
         if arr is not None:
             try:
@@ -265,5 +280,6 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                          f"{input.shape}")
     if (weight is None) != (bias is None):
         raise ValueError("batch_norm: pass both weight and bias, or neither")
-    op = BatchNorm(_array(running_mean), _array(running_var), training, momentum, eps)
+    op = BatchNorm(_array(running_mean, input, "batch_norm"), _array(running_var, input, "batch_norm"), training,
+                   momentum, eps)
     return op(input) if weight is None else op(input, weight, bias)

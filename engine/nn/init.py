@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import backend as _backend
 from engine import random as _random
 from engine.tensor import Tensor
 
@@ -39,7 +40,11 @@ def calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
 
 
 def _fill(tensor: Tensor, values: np.ndarray) -> Tensor:
-    tensor._data[...] = values
+    """Write host-drawn ``values`` into ``tensor`` (copied to its device: the same draws on every device)."""
+    data = tensor._data
+    if type(data) is not np.ndarray:
+        values = _backend.to_device(values.astype(data.dtype), _backend.array_device(data))
+    data[...] = values
     return tensor
 
 

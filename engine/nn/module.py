@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from engine import backend as _backend
 from engine import hooks as _hooks
 from engine.nn.parameter import Parameter
 from engine.tensor import Tensor
@@ -256,19 +257,47 @@ class Module:
             else:
                 param.grad._data[...] = 0
 
-    def to(self, dtype: Any) -> Module:
-        """Cast every floating-point parameter and buffer to ``dtype`` (e.g. ``"float64"``) in place."""
-        dtype = np.dtype(dtype)
+    def to(self, *args: Any, device: Any = None, dtype: Any = None, non_blocking: bool = False) -> Module:
+        """Move and/or cast every parameter and buffer in place, as ``torch.nn.Module.to``: ``model.to("cuda")``,
+        ``model.to("float64")``, ``model.to("cuda:0", "float32")``. Casting applies to floating-point tensors only;
+        a move keeps each parameter the same object (optimizers built before still hold it) and moves its
+        ``.grad`` too. Returns ``self``. A CUDA device without CUDA is a RuntimeError saying why. ``non_blocking`` is
+        accepted as PyTorch's (the copies are complete when this returns)."""
+        device, dtype = _backend.to_arguments("Module.to()", args, device, dtype)
+        target = None if device is None else _backend.resolve(device)
+        dtype = None if dtype is None else np.dtype(dtype)
         for param in self.parameters():
-            if param._data.dtype.kind == "f" and param._data.dtype != dtype:
-                param._replace(param._data.astype(dtype))
-                param.grad = None
+            array = self._converted(param._data, target, dtype)
+            if array is not param._data:
+                cast = array.dtype != param._data.dtype
+                param._replace(array)
+                if param.grad is not None:
+                    param.grad = None if cast else Tensor._wrap_array(_backend.to_device(param.grad._data, target),
+                                                                      "gradient", "grad")
         for module in self.modules():
             for name, buf in list(module._buffers.items()):
-                if buf is not None and buf._data.dtype.kind == "f" and buf._data.dtype != dtype:
-                    module.register_buffer(name, Tensor._wrap_array(buf._data.astype(dtype), "parameter", "cast"),
+                if buf is None:
+                    continue
+                array = self._converted(buf._data, target, dtype)
+                if array is not buf._data:
+                    module.register_buffer(name, Tensor._wrap_array(array, "parameter", "cast"),
                                            name not in module._non_persistent)
         return self
+
+    @staticmethod
+    def _converted(array: Any, device: Any, dtype: Any) -> Any:
+        """``array`` cast to ``dtype`` (floating point only) and moved to ``device``; itself when neither applies."""
+        if dtype is not None and array.dtype.kind == "f" and array.dtype != dtype:
+            array = array.astype(dtype)
+        if device is not None:
+            array = _backend.to_device(array, device)
+        return array
+
+    def cuda(self, device: Any = None) -> Module:
+        return self.to("cuda" if device is None else _backend.as_device(device))
+
+    def cpu(self) -> Module:
+        return self.to("cpu")
 
     def double(self) -> Module:
         return self.to(np.float64)
@@ -309,15 +338,16 @@ class Module:
             if key not in state_dict:
                 continue
             value = state_dict[key]
-            array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+            array = value._data if isinstance(value, Tensor) else np.asarray(value)
             if array.shape != target.shape:
                 problems.append(f"shape mismatch for {key!r}: the checkpoint has {array.shape}, this model "
                                 f"has {target.shape}")
             arrays[key] = array
         if problems:
             raise RuntimeError(f"error(s) in loading state_dict for {type(self).__name__}:\n  " + "\n  ".join(problems))
-        for key, array in arrays.items():
-            own[key]._data[...] = array
+        for key, array in arrays.items():  # copied onto each target's device (host <-> GPU as needed)
+            target = own[key]._data
+            target[...] = _backend.to_device(array, _backend.array_device(target))
         return IncompatibleKeys(missing, unexpected)
 
     # --- description --------------------------------------------------------------------------------

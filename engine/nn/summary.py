@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.function import no_grad
+from engine.backend import to_device
 from engine.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -26,12 +27,15 @@ def _output_shapes(model: Module, input_shape: tuple[int, ...], dtype: Any) -> d
     handles = [m.register_forward_hook(lambda mod, args, out: shapes.__setitem__(id(mod), _shape_of(out)))
                for m in model.modules()]
     modes = {id(m): m.training for m in model.modules()}
+    first = next(iter(model.parameters()), None)
     if dtype is None:
-        dtype = next((p.dtype for p in model.parameters()), np.float32)
+        dtype = np.float32 if first is None else first.dtype
+    device = "cpu" if first is None else first.device  # the zeros go where the model is
     try:
         model.eval()
         with no_grad():
-            model(Tensor._wrap_array(np.zeros(tuple(input_shape), dtype=dtype), "input", "summary"))
+            zeros = to_device(np.zeros(tuple(input_shape), dtype=dtype), device)
+            model(Tensor._wrap_array(zeros, "input", "summary"))
     finally:
         for handle in handles:
             handle.remove()

@@ -1,12 +1,14 @@
 """Helpers shared by ops: operand coercion and reducing a broadcast gradient back to its input's shape."""
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
 import numpy as np
 
 from engine import config as _config
+from engine.backend import get_array_module
 from engine.tensor import Tensor
 
 
@@ -20,10 +22,25 @@ def as_tensor(value: Any, like: Tensor | None = None) -> Tensor:
             dtype = np.dtype(_config.DEFAULT_DTYPE)
         elif isinstance(value, int) and not isinstance(value, bool) and dtype.kind == "b":
             dtype = np.dtype("int64")
-        return Tensor._wrap_array(np.asarray(value, dtype=dtype), "input", "constant")
+        if type(like._data) is np.ndarray:
+            return Tensor._wrap_array(np.asarray(value, dtype=dtype), "input", "constant")
+        return _device_scalar(value, dtype, like)
     if type(value) is np.ndarray and value.dtype.kind in "fiub":
         return Tensor._wrap_array(value, "input", "constant")  # ops never write to their inputs: no copy
+    if isinstance(value, np.generic) and like is not None and type(like._data) is not np.ndarray:
+        return _device_scalar(value, value.dtype, like)  # a NumPy scalar is a scalar on any device (as in PyTorch)
     return Tensor(value)
+
+
+def _device_scalar(value: Any, dtype: np.dtype, like: Tensor) -> Tensor:
+    """A 0-d constant on the GPU of ``like`` (a fill kernel, no host-to-device copy)."""
+    with like._data.device:
+        return Tensor._wrap_array(get_array_module(like._data).full((), value, dtype=dtype), "input", "constant")
+
+
+def errstate(xp: Any, **kwargs: str) -> Any:
+    """``np.errstate(**kwargs)`` for NumPy; nothing for CuPy (which never warns on floating-point errors)."""
+    return np.errstate(**kwargs) if xp is np else contextlib.nullcontext()
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

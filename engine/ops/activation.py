@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from engine.backend import is_device_array
 from engine.function import Function
 from engine.ops._util import elementwise_nbytes
 from engine.tensor import Tensor
@@ -16,6 +17,9 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 def erf(x: np.ndarray) -> np.ndarray:
     """The error function elementwise, to float precision (Abramowitz–Stegun 7.1.26 is too coarse)."""
+    if type(x) is not np.ndarray and is_device_array(x):  # a CuPy array: CuPy's own erf kernel
+        from cupyx.scipy.special import erf as cupy_erf
+        return cupy_erf(x).astype(x.dtype, copy=False)
     try:
         from scipy.special import erf as scipy_erf  # scipy ships with scikit-learn
         return scipy_erf(x).astype(x.dtype, copy=False)
@@ -27,7 +31,7 @@ class Tanh(Function):
     output_nbytes = elementwise_nbytes
 
     def forward(self, x):
-        self.out = np.tanh(x)
+        self.out = self.xp.tanh(x)
         return self.out
 
     def backward(self, grad):
@@ -39,8 +43,9 @@ class Sigmoid(Function):
 
     def forward(self, x):
         # exp(-|x|) never overflows: sigmoid(x) = 1/(1+e^-x) for x >= 0, e^x/(1+e^x) otherwise.
-        z = np.exp(-np.abs(x))
-        self.out = np.where(x >= 0, 1 / (1 + z), z / (1 + z)).astype(x.dtype, copy=False)
+        xp = self.xp
+        z = xp.exp(-xp.abs(x))
+        self.out = xp.where(x >= 0, 1 / (1 + z), z / (1 + z)).astype(x.dtype, copy=False)
         return self.out
 
     def backward(self, grad):
@@ -51,7 +56,7 @@ class ReLU(Function):
     output_nbytes = elementwise_nbytes
 
     def forward(self, x):
-        self.out = np.maximum(x, 0)
+        self.out = self.xp.maximum(x, 0)
         return self.out
 
     def backward(self, grad):
@@ -65,7 +70,7 @@ class LeakyReLU(Function):
         self.negative_slope = negative_slope
 
     def forward(self, x):
-        self.scale = np.where(x > 0, 1, self.negative_slope).astype(x.dtype)
+        self.scale = self.xp.where(x > 0, 1, self.negative_slope).astype(x.dtype)
         return x * self.scale
 
     def backward(self, grad):
@@ -84,7 +89,7 @@ class GELU(Function):
 
     def backward(self, grad):
         x = self.x
-        pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+        pdf = self.xp.exp(-0.5 * x * x) * _INV_SQRT_2PI
         return (grad * (self.cdf + x * pdf),)
 
 

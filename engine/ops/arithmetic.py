@@ -7,8 +7,8 @@ import numpy as np
 
 from engine import config as _config
 from engine.function import Function
-from engine.ops._util import (as_tensor, broadcast_error, broadcast_shape, elementwise_nbytes, result_dtype,
-                              shape_nbytes, unbroadcast)
+from engine.ops._util import (as_tensor, broadcast_error, broadcast_shape, elementwise_nbytes, errstate,
+                              result_dtype, shape_nbytes, unbroadcast)
 from engine.tensor import Tensor
 
 
@@ -92,8 +92,9 @@ class Pow(_Binary):
         ga = unbroadcast(grad * b * a ** (b - 1), a.shape) if self.needs_input_grad[0] else None
         gb = None
         if self.needs_input_grad[1]:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                log_a = np.where(a > 0, np.log(np.where(a > 0, a, 1)), 0)
+            xp = self.xp
+            with errstate(xp, divide="ignore", invalid="ignore"):
+                log_a = xp.where(a > 0, xp.log(xp.where(a > 0, a, 1)), 0)
             gb = unbroadcast(grad * self.out * log_a, b.shape)
         return ga, gb
 
@@ -148,10 +149,10 @@ class MatMul(Function):
             g = g[..., None, :]
         ga = gb = None
         if self.needs_input_grad[0]:
-            ga = g @ np.swapaxes(b2, -1, -2)
+            ga = g @ b2.swapaxes(-1, -2)
             ga = unbroadcast(ga, a2.shape).reshape(a.shape) if ga.shape != a.shape else ga
         if self.needs_input_grad[1]:
-            gb = np.swapaxes(a2, -1, -2) @ g
+            gb = a2.swapaxes(-1, -2) @ g
             gb = unbroadcast(gb, b2.shape).reshape(b.shape) if gb.shape != b.shape else gb
         return ga, gb
 

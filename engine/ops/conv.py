@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from engine.backend import get_array_module
 from engine.function import Function
 from engine.ops._util import result_dtype, shape_nbytes
 
@@ -13,7 +14,8 @@ def pad2d(x: np.ndarray, padding: tuple[int, int, int, int], value: float = 0.0)
     top, bottom, left, right = padding
     if not (top or bottom or left or right):
         return x
-    out = np.full(x.shape[:-2] + (x.shape[-2] + top + bottom, x.shape[-1] + left + right), value, dtype=x.dtype)
+    shape = x.shape[:-2] + (x.shape[-2] + top + bottom, x.shape[-1] + left + right)
+    out = get_array_module(x).full(shape, value, dtype=x.dtype)
     out[..., top:top + x.shape[-2], left:left + x.shape[-1]] = x
     return out
 
@@ -53,6 +55,8 @@ class Conv2d(Function):
         self.stride, self.padding = stride, padding
 
     def forward(self, x, weight, bias=None):
+        if self.xp is not np:
+            return self._forward_gpu(x, weight, bias)
         n, c = x.shape[:2]
         out_channels, _, kh, kw = weight.shape
         padded = pad2d(x, self.padding)
@@ -66,12 +70,45 @@ class Conv2d(Function):
         self.cols, self.weight, self.padded_shape, self.has_bias = cols, weight, padded.shape, bias is not None
         return out.reshape(n, out_channels, h_out, w_out)
 
+    def _forward_gpu(self, x, weight, bias):
+        """The CuPy branch: the im2col kernel gives cols (N, C·kh·kw, H_out·W_out); one batched cuBLAS product."""
+        from engine.backend.cuda import kernels
+        xp = self.xp
+        n, out_channels, (kh, kw) = x.shape[0], weight.shape[0], weight.shape[2:]
+        padded = xp.ascontiguousarray(pad2d(x, self.padding))
+        cols = kernels.im2col(padded, kh, kw, self.stride[0], self.stride[1])
+        h_out, w_out = output_size(x.shape, (kh, kw), self.stride, self.padding)
+        out = xp.matmul(weight.reshape(out_channels, -1), cols)
+        if bias is not None:
+            out += bias[:, None]
+        self.cols, self.weight, self.padded_shape, self.has_bias = cols, weight, padded.shape, bias is not None
+        return out.reshape(n, out_channels, h_out, w_out)
+
+    def _backward_gpu(self, grad):
+        from engine.backend.cuda import kernels
+        xp, cols, weight = self.xp, self.cols, self.weight
+        n, out_channels = grad.shape[:2]
+        g = grad.reshape(n, out_channels, -1)
+        gx = gw = None
+        if self.needs_input_grad[1]:
+            gw = xp.tensordot(g, cols, axes=([0, 2], [0, 2])).reshape(weight.shape)
+        if self.needs_input_grad[0]:
+            grad_cols = xp.ascontiguousarray(xp.matmul(weight.reshape(out_channels, -1).T, g))
+            _, _, kh, kw = weight.shape
+            gx = kernels.col2im(grad_cols, self.padded_shape, kh, kw, self.stride[0], self.stride[1])
+            gx = crop2d(gx, self.padding)
+        if not self.has_bias:
+            return gx, gw
+        return gx, gw, grad.sum(axis=(0, 2, 3)) if self.needs_input_grad[2] else None
+
     def output_nbytes(self, x, weight, bias=None):
         """(N, O, H_out, W_out); the im2col copy made on the way is scratch (not counted, as NumPy's)."""
         h_out, w_out = output_size(x.shape, weight.shape[2:], self.stride, self.padding)
         return shape_nbytes((x.shape[0], weight.shape[0], h_out, w_out), result_dtype(x, weight))
 
     def backward(self, grad):
+        if self.xp is not np:
+            return self._backward_gpu(grad)
         cols, weight = self.cols, self.weight
         n, out_channels = grad.shape[:2]
         patch, _, positions = cols.shape
@@ -88,12 +125,17 @@ class Conv2d(Function):
             _, c, kh, kw = weight.shape
             grad_cols = np.matmul(weight.reshape(out_channels, -1).T, g)
             grad_cols = grad_cols.reshape(n, c, kh, kw, grad.shape[2], grad.shape[3])
-            gx = add_windows(grad_cols, self.padded_shape, self.stride)
-            top, bottom, left, right = self.padding
-            if top or bottom or left or right:
-                gx = gx[:, :, top:gx.shape[2] - bottom, left:gx.shape[3] - right]
+            gx = crop2d(add_windows(grad_cols, self.padded_shape, self.stride), self.padding)
         if not self.has_bias:
             return gx, gw
         if self.needs_input_grad[2]:
             gb = grad.sum(axis=(0, 2, 3))
         return gx, gw, gb
+
+
+def crop2d(padded: np.ndarray, padding: tuple[int, int, int, int]) -> np.ndarray:
+    """Undo ``pad2d``: the interior of the last two axes (a view)."""
+    top, bottom, left, right = padding
+    if not (top or bottom or left or right):
+        return padded
+    return padded[..., top:padded.shape[-2] - bottom, left:padded.shape[-1] - right]

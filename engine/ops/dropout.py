@@ -18,7 +18,7 @@ class Dropout(Function):
 
     def forward(self, x):
         draw_dtype = x.dtype if x.dtype in (np.float32, np.float64) else np.float64
-        keep = _random.generator().random(x.shape, dtype=draw_dtype) >= self.p
+        keep = _random.generator_for(x).random(x.shape, dtype=draw_dtype) >= self.p
         self.mask = keep.astype(x.dtype)
         if self.p < 1:
             self.mask *= x.dtype.type(1.0 / (1.0 - self.p))

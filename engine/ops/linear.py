@@ -1,8 +1,6 @@
 """Fused affine map ``x @ weight.T + bias`` (one op instead of transpose, matmul and add)."""
 from __future__ import annotations
 
-import numpy as np
-
 from engine.function import Function
 from engine.ops._util import result_dtype, shape_nbytes
 from engine.tensor import Tensor
@@ -13,7 +11,7 @@ class Linear(Function):
 
     def forward(self, x, weight, bias=None):
         self.x, self.weight, self.has_bias = x, weight, bias is not None
-        out = np.matmul(x, weight.T)
+        out = self.xp.matmul(x, weight.T)
         if bias is not None:
             out += bias
         return out
@@ -23,9 +21,9 @@ class Linear(Function):
 
     def backward(self, grad):
         x, weight = self.x, self.weight
-        gx = np.matmul(grad, weight) if self.needs_input_grad[0] else None
+        gx = self.xp.matmul(grad, weight) if self.needs_input_grad[0] else None
         g2 = grad.reshape(-1, grad.shape[-1])
-        gw = np.matmul(g2.T, x.reshape(-1, x.shape[-1])) if self.needs_input_grad[1] else None
+        gw = self.xp.matmul(g2.T, x.reshape(-1, x.shape[-1])) if self.needs_input_grad[1] else None
         if not self.has_bias:
             return gx, gw
         gb = g2.sum(axis=0) if self.needs_input_grad[2] else None

@@ -5,8 +5,9 @@ from typing import Any
 
 import numpy as np
 
+from engine.backend import get_array_module
 from engine.function import Function
-from engine.ops._util import broadcast_shape, elementwise_nbytes, result_dtype, shape_nbytes, unbroadcast
+from engine.ops._util import broadcast_shape, elementwise_nbytes, errstate, result_dtype, shape_nbytes, unbroadcast
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -17,13 +18,13 @@ def _rows(x: np.ndarray) -> np.ndarray:
         return x[None]
     if x.ndim == 2:
         return x
-    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+    return get_array_module(x).moveaxis(x, 1, -1).reshape(-1, x.shape[1])
 
 
 def _unrows(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     if len(shape) <= 2:
         return g.reshape(shape)
-    return np.moveaxis(g.reshape((shape[0],) + shape[2:] + (shape[1],)), -1, 1)
+    return get_array_module(g).moveaxis(g.reshape((shape[0],) + shape[2:] + (shape[1],)), -1, 1)
 
 
 class _Labelled(Function):
@@ -34,17 +35,18 @@ class _Labelled(Function):
 
     def _labels(self, num_classes: int, dtype: np.dtype) -> None:
         """Sets rows, labels (ignored ones replaced by 0), valid (None when all are) and per-row weights."""
+        xp = self.xp
         labels = self.target.reshape(-1)
         valid = labels != self.ignore_index
         if valid.all():
             valid = None
         else:
-            labels = np.where(valid, labels, 0)
+            labels = xp.where(valid, labels, 0)
         if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
             bad = labels[(labels < 0) | (labels >= num_classes)]
             raise IndexError(f"{self.name}: target labels must lie in [0, {num_classes}) (or equal ignore_index="
                              f"{self.ignore_index}); got {bad.size} out of range, e.g. {bad[:5].tolist()}")
-        self.labels, self.valid, self.index = labels, valid, np.arange(labels.size)
+        self.labels, self.valid, self.index = labels, valid, xp.arange(labels.size)
         row_weight = None if self.weight is None else self.weight[labels].astype(dtype, copy=False)
         if valid is not None:
             row_weight = valid.astype(dtype) if row_weight is None else row_weight * valid
@@ -56,17 +58,20 @@ class _Labelled(Function):
     def _reduce(self, per_row: np.ndarray, dtype: np.dtype) -> np.ndarray:
         if self.reduction == "none":
             return per_row.reshape(self.target.shape).astype(dtype, copy=False)
+        xp = self.xp
         total = per_row.sum(dtype=dtype)
         if self.reduction == "sum":
-            return np.asarray(total, dtype=dtype)
+            return xp.asarray(total, dtype=dtype)
         self.denominator = per_row.size if self.row_weight is None else self.row_weight.sum(dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.asarray(total / self.denominator, dtype=dtype)
+        with errstate(xp, invalid="ignore", divide="ignore"):
+            return xp.asarray(total / self.denominator, dtype=dtype)
 
     def _row_scale(self, grad: np.ndarray, dtype: np.dtype) -> Any:
         """d(output)/d(per-row loss) times the incoming gradient: a scalar, or a (rows,) column for 'none'."""
         if self.reduction == "none":
             return grad.reshape(-1).astype(dtype, copy=False)
+        if self.xp is not np:  # a 0-d device array: no device-to-host read
+            return (grad if self.reduction == "sum" else grad / self.denominator).astype(dtype)
         scale = grad.item() if self.reduction == "sum" else grad.item() / self.denominator
         return dtype.type(scale)
 
@@ -88,10 +93,13 @@ class CrossEntropy(_Labelled):
         classes = z.shape[1]
         self.shape, dtype = x.shape, x.dtype
         self._labels(classes, dtype)
+        if self.xp is not np and not self.smoothing:
+            return self._forward_fused(z, dtype)
+        xp = self.xp
         shifted = z - z.max(axis=1, keepdims=True)
-        p = np.exp(shifted)
+        p = xp.exp(shifted)
         total = p.sum(axis=1)
-        log_total = np.log(total)
+        log_total = xp.log(total)
         p /= total[:, None]
         self.p = p
         per_row = log_total - shifted[self.index, self.labels]  # −log p[y]
@@ -107,13 +115,29 @@ class CrossEntropy(_Labelled):
             per_row = (1 - self.smoothing) * per_row + (self.smoothing / classes) * smooth
         return self._reduce(per_row, dtype)
 
+    def _forward_fused(self, z: Any, dtype: np.dtype) -> Any:
+        """The CuPy branch without label smoothing: one fused softmax-cross-entropy kernel."""
+        from engine.backend.cuda import kernels
+        xp = self.xp
+        self.raw_labels = xp.ascontiguousarray(self.target.reshape(-1), dtype=xp.int64)
+        per_row, self.p = kernels.softmax_cross_entropy_forward(xp.ascontiguousarray(z), self.raw_labels,
+                                                                int(self.ignore_index))
+        if self.weight is not None:  # row_weight holds the class weight (and 0 on ignored rows)
+            per_row = per_row * self.row_weight
+        return self._reduce(per_row, dtype)
+
     def backward(self, grad):
         p, dtype = self.p, self.p.dtype
         scale = self._row_scale(grad, dtype)
         eps, classes = self.smoothing, p.shape[1]
         hard = scale if self.row_weight is None else scale * self.row_weight
+        if self.xp is not np and not eps:
+            from engine.backend.cuda import kernels
+            row_scale = self.xp.ascontiguousarray(self.xp.broadcast_to(hard, (p.shape[0],)), dtype=dtype)
+            g = kernels.softmax_cross_entropy_backward(p, self.raw_labels, row_scale, int(self.ignore_index))
+            return (_unrows(g, self.shape),)
         if eps:
-            w = np.ones(classes, dtype) if self.weight is None else self.weight.astype(dtype)
+            w = self.xp.ones(classes, dtype) if self.weight is None else self.weight.astype(dtype)
             smooth = scale if self.valid is None else scale * self.valid
             row_sum = (1 - eps) * hard + (eps / classes) * w.sum() * smooth
             g = p * (row_sum[:, None] if np.ndim(row_sum) else row_sum)
@@ -139,15 +163,16 @@ class SoftCrossEntropy(Function):
             t = t * (1 - self.smoothing) + self.smoothing / classes
         a = t if self.weight is None else t * self.weight.astype(x.dtype)
         shifted = z - z.max(axis=1, keepdims=True)
-        p = np.exp(shifted)
+        xp = self.xp
+        p = xp.exp(shifted)
         total = p.sum(axis=1)
         p /= total[:, None]
         self.p, self.a = p, a
-        per_row = np.log(total) * a.sum(axis=1) - (a * shifted).sum(axis=1)
+        per_row = xp.log(total) * a.sum(axis=1) - (a * shifted).sum(axis=1)
         if self.reduction == "none":
             return per_row.reshape(self.shape[:1] + self.shape[2:] if len(self.shape) > 1 else ())
         total_loss = per_row.sum(dtype=x.dtype)
-        return np.asarray(total_loss / (per_row.size if self.reduction == "mean" else 1), dtype=x.dtype)
+        return xp.asarray(total_loss / (per_row.size if self.reduction == "mean" else 1), dtype=x.dtype)
 
     def output_nbytes(self, x):
         rows = x.size // x.shape[1] if x.ndim > 1 and x.shape[1] else 1
@@ -157,6 +182,8 @@ class SoftCrossEntropy(Function):
         p, a = self.p, self.a
         if self.reduction == "none":
             scale = grad.reshape(-1, 1).astype(p.dtype, copy=False)
+        elif self.xp is not np:  # a 0-d device array: no device-to-host read
+            scale = (grad / (p.shape[0] if self.reduction == "mean" else 1)).astype(p.dtype)
         else:
             scale = p.dtype.type(grad.item() / (p.shape[0] if self.reduction == "mean" else 1))
         g = (p * a.sum(axis=1, keepdims=True) - a) * scale
@@ -180,7 +207,7 @@ class NLLLoss(_Labelled):
         scale = self._row_scale(grad, dtype)
         hard = scale if self.row_weight is None else scale * self.row_weight
         rows = self.labels.size
-        g = np.zeros((rows, int(np.prod(self.shape)) // max(rows, 1)), dtype=dtype)
+        g = self.xp.zeros((rows, int(np.prod(self.shape)) // max(rows, 1)), dtype=dtype)
         g[self.index, self.labels] = -hard
         return (_unrows(g, self.shape),)
 
@@ -196,7 +223,7 @@ class MSELoss(Function):
         if self.reduction == "none":
             return squared
         total = squared.sum()
-        return np.asarray(total / squared.size if self.reduction == "mean" else total, dtype=squared.dtype)
+        return self.xp.asarray(total / squared.size if self.reduction == "mean" else total, dtype=squared.dtype)
 
     def output_nbytes(self, x, target):
         return elementwise_nbytes(self, x, target) if self.reduction == "none" else result_dtype(x, target).itemsize
@@ -218,7 +245,8 @@ class BCEWithLogits(Function):
 
     def forward(self, x, t):
         self.x, self.t = x, t
-        self.softplus_neg = np.log1p(np.exp(-np.abs(x))) + np.maximum(-x, 0)
+        xp = self.xp
+        self.softplus_neg = xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(-x, 0)
         self.log_weight = None if self.pos_weight is None else (self.pos_weight - 1) * t + 1
         sp = self.softplus_neg if self.log_weight is None else self.log_weight * self.softplus_neg
         loss = (1 - t) * x + sp
@@ -228,7 +256,7 @@ class BCEWithLogits(Function):
         if self.reduction == "none":
             return loss
         total = loss.sum()
-        return np.asarray(total / loss.size if self.reduction == "mean" else total, dtype=loss.dtype)
+        return xp.asarray(total / loss.size if self.reduction == "mean" else total, dtype=loss.dtype)
 
     def output_nbytes(self, x, t):
         operands = [a for a in (x, t, self.weight, self.pos_weight) if a is not None]
@@ -245,8 +273,9 @@ class BCEWithLogits(Function):
             grad = grad * self.weight
         gx = gt = None
         if self.needs_input_grad[0]:
-            z = np.exp(-np.abs(x))
-            sigmoid_neg = np.where(x >= 0, z / (1 + z), 1 / (1 + z))
+            xp = self.xp
+            z = xp.exp(-xp.abs(x))
+            sigmoid_neg = xp.where(x >= 0, z / (1 + z), 1 / (1 + z))
             lw = 1 if self.log_weight is None else self.log_weight
             gx = unbroadcast(grad * ((1 - t) - lw * sigmoid_neg), x.shape)
         if self.needs_input_grad[1]:

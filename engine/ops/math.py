@@ -3,10 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from engine.function import Function
-from engine.ops._util import elementwise_nbytes, shape_nbytes
+from engine.ops._util import elementwise_nbytes, errstate, shape_nbytes
 from engine.tensor import Tensor, _as_dtype
 
 
@@ -14,7 +12,7 @@ class Exp(Function):
     output_nbytes = elementwise_nbytes
 
     def forward(self, x):
-        self.out = np.exp(x)
+        self.out = self.xp.exp(x)
         return self.out
 
     def backward(self, grad):
@@ -26,8 +24,8 @@ class Log(Function):
 
     def forward(self, x):
         self.x = x
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.log(x)
+        with errstate(self.xp, divide="ignore", invalid="ignore"):
+            return self.xp.log(x)
 
     def backward(self, grad):
         return (grad / self.x,)
@@ -37,12 +35,12 @@ class Sqrt(Function):
     output_nbytes = elementwise_nbytes
 
     def forward(self, x):
-        with np.errstate(invalid="ignore"):
-            self.out = np.sqrt(x)
+        with errstate(self.xp, invalid="ignore"):
+            self.out = self.xp.sqrt(x)
         return self.out
 
     def backward(self, grad):
-        with np.errstate(divide="ignore"):
+        with errstate(self.xp, divide="ignore"):
             return (grad / (2 * self.out),)
 
 
@@ -50,8 +48,8 @@ class Abs(Function):
     output_nbytes = elementwise_nbytes
 
     def forward(self, x):
-        self.sign = np.sign(x)
-        return np.abs(x)
+        self.sign = self.xp.sign(x)
+        return self.xp.abs(x)
 
     def backward(self, grad):
         return (grad * self.sign,)
@@ -68,12 +66,13 @@ class Clip(Function):
         self.low, self.high = low, high
 
     def forward(self, x):
-        self.inside = np.ones(x.shape, dtype=bool)
+        xp = self.xp
+        self.inside = xp.ones(x.shape, dtype=bool)
         if self.low is not None:
             self.inside &= x >= self.low
         if self.high is not None:
             self.inside &= x <= self.high
-        return np.clip(x, self.low, self.high)
+        return xp.clip(x, self.low, self.high)
 
     def backward(self, grad):
         return (grad * self.inside,)

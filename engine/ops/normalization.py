@@ -29,7 +29,7 @@ class BatchNorm(Function):
             mean = x.mean(axis=axes)
             centered = x - mean.reshape(bshape)
             letters = "ab" + "cdefghij"[:x.ndim - 2]
-            var = np.einsum(f"{letters},{letters}->b", centered, centered) / x.dtype.type(count)
+            var = self.xp.einsum(f"{letters},{letters}->b", centered, centered) / x.dtype.type(count)
             if self.running_mean is not None:
                 m = self.momentum
                 self.running_mean *= 1 - m
@@ -39,7 +39,8 @@ class BatchNorm(Function):
         else:
             mean, var = self.running_mean, self.running_var
             centered = x - mean.astype(x.dtype, copy=False).reshape(bshape)
-        invstd = (1.0 / np.sqrt(var.astype(x.dtype, copy=False) + x.dtype.type(self.eps))).astype(x.dtype, copy=False)
+        invstd = 1.0 / self.xp.sqrt(var.astype(x.dtype, copy=False) + x.dtype.type(self.eps))
+        invstd = invstd.astype(x.dtype, copy=False)
         scale = invstd if weight is None else invstd * weight
         if self.training:
             centered *= invstd.reshape(bshape)  # now x̂

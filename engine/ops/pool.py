@@ -5,7 +5,7 @@ import numpy as np
 
 from engine.function import Function
 from engine.ops._util import shape_nbytes
-from engine.ops.conv import output_size, pad2d
+from engine.ops.conv import crop2d, output_size, pad2d
 
 
 def _first_max(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
@@ -71,12 +71,22 @@ class MaxPool2d(_Pool2d):
 
     def forward(self, x):
         self.shape = x.shape
+        if self.xp is not np:  # the CuPy branch: one kernel, the argmax kept for backward
+            from engine.backend.cuda import kernels
+            padded = self.xp.ascontiguousarray(pad2d(x, self.padding, -np.inf))
+            self.padded_shape = padded.shape
+            out, self.argmax = kernels.max_pool2d_forward(padded, *self.kernel, *self.stride)
+            return out
         views, _ = self._offsets(pad2d(x, self.padding, -np.inf))
         row_max, self.col_index = zip(*[_first_max(row) for row in views])  # max along each kernel row, then rows
         out, self.row_index = _first_max(list(row_max))
         return out if out.base is None else out.copy()
 
     def backward(self, grad):
+        if self.xp is not np:
+            from engine.backend.cuda import kernels
+            grad = self.xp.ascontiguousarray(grad)
+            return (crop2d(kernels.max_pool2d_backward(grad, self.argmax, self.padded_shape), self.padding),)
         kw = self.kernel[1]
         per_row = _route(grad, self.row_index, self.kernel[0])
         return (self._scatter([_route(g, index, kw) for g, index in zip(per_row, self.col_index)], grad.dtype),)
@@ -87,6 +97,11 @@ class AvgPool2d(_Pool2d):
 
     def forward(self, x):
         self.shape = x.shape
+        if self.xp is not np:  # the CuPy branch: one kernel
+            from engine.backend.cuda import kernels
+            padded = self.xp.ascontiguousarray(pad2d(x, self.padding))
+            self.padded_shape = padded.shape
+            return kernels.avg_pool2d_forward(padded, *self.kernel, *self.stride)
         views, _ = self._offsets(pad2d(x, self.padding))
         out = np.zeros(views[0][0].shape, dtype=x.dtype)
         for row in views:
@@ -96,5 +111,10 @@ class AvgPool2d(_Pool2d):
         return out
 
     def backward(self, grad):
+        if self.xp is not np:
+            from engine.backend.cuda import kernels
+            grad_padded = kernels.avg_pool2d_backward(self.xp.ascontiguousarray(grad), self.padded_shape, *self.kernel,
+                                                      *self.stride)
+            return (crop2d(grad_padded, self.padding),)
         share = grad * grad.dtype.type(1.0 / (self.kernel[0] * self.kernel[1]))
         return (self._scatter([[share] * self.kernel[1]] * self.kernel[0], grad.dtype),)

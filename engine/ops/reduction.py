@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backend import get_array_module
 from engine.function import Function
 from engine.ops._util import normalize_axis, shape_nbytes
 from engine.tensor import Tensor
@@ -24,7 +25,7 @@ def _expand(grad: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...] | No
         return grad.reshape((1,) * len(shape))
     if keepdims:
         return grad
-    return np.expand_dims(grad, axes)
+    return grad.reshape(tuple(1 if i in axes else n for i, n in enumerate(shape)))
 
 
 class Sum(Function):
@@ -41,7 +42,7 @@ class Sum(Function):
         return shape_nbytes(_reduced_shape(x, self.axis, self.keepdims, self.name.lower()), dtype)
 
     def backward(self, grad):
-        return (np.broadcast_to(_expand(grad, self.shape, self.axes, self.keepdims), self.shape).copy(),)
+        return (self.xp.broadcast_to(_expand(grad, self.shape, self.axes, self.keepdims), self.shape).copy(),)
 
 
 class Mean(Sum):
@@ -64,7 +65,7 @@ class Mean(Sum):
 class Max(Function):
     """Maximum; the gradient is shared equally among tied maxima (as ``torch.amax``)."""
 
-    reduce = staticmethod(np.max)
+    reduce = "max"  # the array method (NumPy's and CuPy's)
 
     def __init__(self, axis: Any = None, keepdims: bool = False) -> None:
         self.axis, self.keepdims = axis, keepdims
@@ -74,9 +75,9 @@ class Max(Function):
             raise ValueError(f"{self.name.lower()} of an empty tensor (shape {x.shape}) has no identity")
         self.x = x
         self.axes = normalize_axis(self.axis, x.ndim, x.shape, self.name.lower())
-        self.out = self.reduce(x, axis=self.axes, keepdims=True)
+        self.out = getattr(x, self.reduce)(axis=self.axes, keepdims=True)
         return self.out if self.keepdims else (self.out.reshape(()) if self.axes is None else
-                                                np.squeeze(self.out, axis=self.axes))
+                                                self.out.squeeze(axis=self.axes))
 
     def output_nbytes(self, x):
         return shape_nbytes(_reduced_shape(x, self.axis, self.keepdims, self.name.lower()), x.dtype)
@@ -88,7 +89,7 @@ class Max(Function):
 
 
 class Min(Max):
-    reduce = staticmethod(np.min)
+    reduce = "min"
 
 
 def sum(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
@@ -108,4 +109,5 @@ def min(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
 
 
 def argmax(x: Tensor, axis: Any = None) -> Tensor:
-    return Tensor._wrap_array(np.asarray(np.argmax(x._data, axis=axis)), "activation", "argmax")
+    data = x._data
+    return Tensor._wrap_array(get_array_module(data).asarray(data.argmax(axis=axis)), "activation", "argmax")

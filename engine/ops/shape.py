@@ -5,6 +5,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from engine.backend import is_device_array
 from engine.function import Function
 from engine.ops._util import as_tensor, result_dtype, shape_nbytes, single_axis
 from engine.tensor import Tensor
@@ -37,14 +38,14 @@ class Transpose(Function):
         if self.axes is not None and (len(self.axes) != x.ndim or any(not -x.ndim <= a < x.ndim for a in self.axes)
                                       or sorted(a % x.ndim for a in self.axes) != list(range(x.ndim))):
             raise ValueError(f"transpose axes {self.axes} are not a permutation of the {x.ndim} axes of {x.shape}")
-        return np.transpose(x, self.axes)
+        return x.transpose() if self.axes is None else x.transpose(self.axes)
 
     def output_nbytes(self, x):
         return 0  # a view
 
     def backward(self, grad):
         inverse = None if self.axes is None else tuple(np.argsort([a % grad.ndim for a in self.axes]))
-        return (np.transpose(grad, inverse),)
+        return (grad.transpose() if inverse is None else grad.transpose(inverse),)
 
 
 class Concat(Function):
@@ -53,13 +54,13 @@ class Concat(Function):
 
     def forward(self, *xs):
         self.sizes = [x.shape[self.axis] for x in xs]
-        return np.concatenate(xs, axis=self.axis)
+        return self.xp.concatenate(xs, axis=self.axis)
 
     def output_nbytes(self, *xs):
         return sum(x.size for x in xs) * result_dtype(*xs).itemsize
 
     def backward(self, grad):
-        return tuple(np.split(grad, np.cumsum(self.sizes)[:-1], axis=self.axis))
+        return tuple(self.xp.split(grad, np.cumsum(self.sizes)[:-1].tolist(), axis=self.axis))
 
 
 class Stack(Function):
@@ -67,13 +68,13 @@ class Stack(Function):
         self.axis = axis
 
     def forward(self, *xs):
-        return np.stack(xs, axis=self.axis)
+        return self.xp.stack(xs, axis=self.axis)
 
     def output_nbytes(self, *xs):
         return sum(x.size for x in xs) * result_dtype(*xs).itemsize
 
     def backward(self, grad):
-        return tuple(np.moveaxis(grad, self.axis, 0))
+        return tuple(self.xp.moveaxis(grad, self.axis, 0))
 
 
 class GetItem(Function):
@@ -82,15 +83,17 @@ class GetItem(Function):
     def __init__(self, index: Any) -> None:
         self.index = index
         parts = index if isinstance(index, tuple) else (index,)
-        self.advanced = any(isinstance(p, (np.ndarray, list)) for p in parts)
+        self.advanced = any(isinstance(p, (np.ndarray, list)) or is_device_array(p) for p in parts)
 
     def forward(self, x):
         self.shape, self.dtype = x.shape, x.dtype
+        if self.advanced and self.xp is not np:  # host index arrays go to the data's device
+            self.index = _on_device(self.index, self.xp)
         try:
             out = x[self.index]
         except IndexError as error:
             raise IndexError(f"index {_describe(self.index)} is invalid for a tensor of shape {x.shape}: {error}") from None
-        return out if isinstance(out, np.ndarray) else np.asarray(out)
+        return np.asarray(out) if isinstance(out, np.generic) else out
 
     def output_nbytes(self, x):
         """Basic indexing gives a view, or a 0-d copy when every axis gets an int; integer arrays: not known."""
@@ -101,17 +104,27 @@ class GetItem(Function):
         return x.dtype.itemsize if element else 0
 
     def backward(self, grad):
-        full = np.zeros(self.shape, dtype=grad.dtype)
-        if self.advanced:
+        xp = self.xp
+        full = xp.zeros(self.shape, dtype=grad.dtype)
+        if self.advanced and xp is np:
             np.add.at(full, self.index, grad)
+        elif self.advanced:
+            import cupyx  # the CuPy branch only: np.add.at's counterpart
+            cupyx.scatter_add(full, self.index, grad)
         else:
             full[self.index] = grad
         return (full,)
 
 
+def _on_device(index: Any, xp: Any) -> Any:
+    if isinstance(index, tuple):
+        return tuple(_on_device(p, xp) for p in index)
+    return xp.asarray(index) if type(index) is np.ndarray else index
+
+
 def _describe(index: Any) -> str:
     parts = index if isinstance(index, tuple) else (index,)
-    return "[" + ", ".join(f"array{p.shape}" if isinstance(p, np.ndarray) else repr(p) for p in parts) + "]"
+    return "[" + ", ".join(f"array{p.shape}" if hasattr(p, "shape") else repr(p) for p in parts) + "]"
 
 
 def _plain_index(index: Any) -> Any:

@@ -1,8 +1,6 @@
 """Numerically stable softmax and log-softmax along one axis."""
 from __future__ import annotations
 
-import numpy as np
-
 from engine.function import Function
 from engine.ops._util import elementwise_nbytes, single_axis
 from engine.tensor import Tensor
@@ -16,7 +14,7 @@ class Softmax(Function):
 
     def forward(self, x):
         shifted = x - x.max(axis=self.axis, keepdims=True)
-        e = np.exp(shifted)
+        e = self.xp.exp(shifted)
         self.out = e / e.sum(axis=self.axis, keepdims=True)
         return self.out
 
@@ -33,11 +31,12 @@ class LogSoftmax(Function):
 
     def forward(self, x):
         shifted = x - x.max(axis=self.axis, keepdims=True)
-        self.out = shifted - np.log(np.exp(shifted).sum(axis=self.axis, keepdims=True))
+        xp = self.xp
+        self.out = shifted - xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True))
         return self.out
 
     def backward(self, grad):
-        return (grad - np.exp(self.out) * grad.sum(axis=self.axis, keepdims=True),)
+        return (grad - self.xp.exp(self.out) * grad.sum(axis=self.axis, keepdims=True),)
 
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:

@@ -5,6 +5,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from engine.backend import get_array_module
 from engine.optim.optimizer import Optimizer
 from engine.tensor import Tensor
 
@@ -34,12 +35,18 @@ class Adam(Optimizer):
     def _update_group(self, group: dict[str, Any], params: list[Tensor]) -> None:
         lr, eps, weight_decay, amsgrad = group["lr"], group["eps"], group["weight_decay"], group["amsgrad"]
         beta1, beta2 = group["betas"]
+        on_device: dict[tuple, list[Tensor]] = {}
         for p in params:
             state = self.state.get(p)
             if state is None:
                 state = self.state[p] = {"step": 0, "exp_avg": self._state_array(p),
                                          "exp_avg_sq": self._state_array(p)}
             data, grad = p._data, p.grad._data
+            if type(state["exp_avg"]._data) is not type(data):
+                self._follow_device(p, state)
+            if type(data) is not np.ndarray:  # GPU parameters: one fused launch per (device, dtype, step) below
+                on_device.setdefault((str(p.device), data.dtype, state["step"]), []).append(p)
+                continue
             exp_avg, exp_avg_sq = state["exp_avg"]._data, state["exp_avg_sq"]._data
             first, second = self._scratch_for(p)
             state["step"] = step = state["step"] + 1
@@ -73,6 +80,28 @@ class Adam(Optimizer):
             np.multiply(exp_avg, -step_size, out=first)
             np.divide(first, second, out=first)
             np.add(data, first, out=data)
+        for (_, _, step), same in on_device.items():
+            self._update_fused(group, same, step + 1)
+
+    def _update_fused(self, group: dict[str, Any], params: list[Tensor], step: int) -> None:
+        """The CuPy branch: every parameter of ``params`` (one device, dtype and step count) in one kernel launch."""
+        from engine.backend.cuda import kernels
+        beta1, beta2 = group["betas"]
+        states = [self.state[p] for p in params]
+        amsgrad_max = None
+        if group["amsgrad"]:
+            for p, state in zip(params, states):
+                if "max_exp_avg_sq" not in state:
+                    state["max_exp_avg_sq"] = self._state_array(p)
+            amsgrad_max = [state["max_exp_avg_sq"]._data for state in states]
+        xp = get_array_module(params[0]._data)
+        grads = [xp.ascontiguousarray(p.grad._data, dtype=p._data.dtype) for p in params]  # no copy when it is so
+        kernels.adam_step([p._data for p in params], grads, [s["exp_avg"]._data for s in states],
+                          [s["exp_avg_sq"]._data for s in states], lr=group["lr"], beta1=beta1, beta2=beta2,
+                          eps=group["eps"], weight_decay=group["weight_decay"], step=step,
+                          decoupled=self._decoupled_weight_decay, amsgrad_max=amsgrad_max)
+        for state in states:
+            state["step"] = step
 
 
 class AdamW(Adam):

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from engine import hooks as _hooks
+from engine.backend import get_array_module, is_device_array, to_device
 from engine.function import enable_grad
 from engine.tensor import Tensor
 
@@ -38,7 +39,7 @@ class Optimizer:
         self.state: dict[Tensor, dict[str, Any]] = {}
         # NOTE: scratch space for the update's temporaries: one flat buffer per dtype, cut into two views per
         # parameter, so a step allocates nothing once the first step has run.
-        self._workspace: dict[np.dtype, Tensor] = {}
+        self._workspace: dict[tuple[np.dtype, Any], Tensor] = {}  # per (dtype, device)
         self._scratch: dict[Tensor, tuple[Any, Any]] = {}
         if isinstance(params, (Tensor, dict)):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
@@ -147,23 +148,32 @@ class Optimizer:
     # --- helpers for subclasses ---------------------------------------------------------------------
     def _state_array(self, p: Tensor) -> Tensor:
         """A zero-filled state buffer shaped like ``p``, registered as optimizer state."""
-        return Tensor._wrap_array(np.zeros_like(p._data), "optimizer_state", type(self).__name__)
+        return Tensor._wrap_array(get_array_module(p._data).zeros_like(p._data), "optimizer_state",
+                                  type(self).__name__)
 
     def _scratch_for(self, p: Tensor) -> tuple[Any, Any]:
         """Two scratch arrays shaped like ``p`` (views into the optimizer's workspace); reused every step."""
         views = self._scratch.get(p)
-        if views is None:
-            dtype = p._data.dtype
-            largest = max(q._data.size for g in self.param_groups for q in g["params"] if q._data.dtype == dtype)
-            buffer = self._workspace.get(dtype)
+        if views is None or type(views[0]) is not type(p._data):  # (new, or the parameter moved to another device)
+            dtype, device = p._data.dtype, p.device
+            largest = max(q._data.size for g in self.param_groups for q in g["params"]
+                          if q._data.dtype == dtype and q.device == device)
+            buffer = self._workspace.get((dtype, device))
             if buffer is None or buffer._data.size < 2 * largest:
-                flat = np.zeros_like(p._data, shape=(2 * largest,))
-                buffer = self._workspace[dtype] = Tensor._wrap_array(flat, "optimizer_state",
+                flat = get_array_module(p._data).zeros((2 * largest,), dtype=dtype)
+                buffer = self._workspace[(dtype, device)] = Tensor._wrap_array(flat, "optimizer_state",
                                                                      type(self).__name__ + ".workspace")
                 self._scratch.clear()
             flat, n = buffer._data, p._data.size
             views = self._scratch[p] = (flat[:n].reshape(p.shape), flat[largest:largest + n].reshape(p.shape))
         return views
+
+    def _follow_device(self, p: Tensor, state: dict[str, Any]) -> None:
+        """Move ``p``'s state arrays to ``p``'s device (the model was moved after the optimizer stepped)."""
+        for key, value in state.items():
+            if isinstance(value, Tensor) and type(value._data) is not type(p._data):
+                state[key] = Tensor._wrap_array(to_device(value._data, p.device), "optimizer_state",
+                                                type(self).__name__)
 
     # --- state dict ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -207,11 +217,17 @@ class Optimizer:
         self.state = new_state
 
     def _restore_value(self, p: Tensor, key: str, value: Any) -> Any:
-        if isinstance(value, (Tensor, np.ndarray)):
+        """A saved state entry as this optimizer's own copy; arrays go to the parameter's device (and dtype)."""
+        if isinstance(value, (Tensor, np.ndarray)) or is_device_array(value):
             array = value._data if isinstance(value, Tensor) else value
             if array.shape != p.shape:
                 raise ValueError(f"state '{key}' has shape {array.shape}, its parameter has shape {p.shape}")
-            copy = np.array(array, dtype=p.dtype if array.dtype.kind == "f" else array.dtype, copy=True)
+            dtype = p.dtype if array.dtype.kind == "f" else array.dtype
+            if type(p._data) is np.ndarray:
+                host = array if type(array) is np.ndarray else array.get()
+                copy = np.array(host, dtype=dtype, copy=True)
+            else:
+                copy = to_device(array, p.device).astype(dtype, copy=True)
             return Tensor._wrap_array(copy, "optimizer_state", type(self).__name__)
         return _plain(value)
 
@@ -220,6 +236,6 @@ def _plain(value: Any) -> Any:
     """A saved hyper-parameter or state entry as a Python value (0-d arrays become numbers)."""
     if isinstance(value, Tensor):
         value = value._data
-    if isinstance(value, np.ndarray) and value.ndim == 0:
+    if (isinstance(value, np.ndarray) or is_device_array(value)) and value.ndim == 0:
         return value.item()
     return value

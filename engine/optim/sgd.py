@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import numpy as np
+from engine.backend import get_array_module
 
 from engine.optim.optimizer import Optimizer, required
 from engine.tensor import Tensor
@@ -33,27 +33,31 @@ class SGD(Optimizer):
         nesterov, weight_decay = group["nesterov"], group["weight_decay"]
         for p in params:
             data, grad = p._data, p.grad._data
+            xp = get_array_module(data)
             direction, product = self._scratch_for(p)
             if weight_decay != 0:
-                np.multiply(data, weight_decay, out=direction)
-                grad = np.add(grad, direction, out=direction)
+                xp.multiply(data, weight_decay, out=direction)
+                grad = xp.add(grad, direction, out=direction)
             if momentum != 0:
                 state = self.state.setdefault(p, {})
                 buffer = state.get("momentum_buffer")
+                if buffer is not None and type(buffer._data) is not type(data):
+                    self._follow_device(p, state)
+                    buffer = state["momentum_buffer"]
                 if buffer is None:
                     buffer = state["momentum_buffer"] = self._state_array(p)
-                    np.copyto(buffer._data, grad)
+                    xp.copyto(buffer._data, grad)
                 else:
-                    np.multiply(buffer._data, momentum, out=buffer._data)
+                    xp.multiply(buffer._data, momentum, out=buffer._data)
                     if dampening != 0:
-                        np.multiply(grad, 1 - dampening, out=product)
-                        np.add(buffer._data, product, out=buffer._data)
+                        xp.multiply(grad, 1 - dampening, out=product)
+                        xp.add(buffer._data, product, out=buffer._data)
                     else:
-                        np.add(buffer._data, grad, out=buffer._data)
+                        xp.add(buffer._data, grad, out=buffer._data)
                 if nesterov:
-                    np.multiply(buffer._data, momentum, out=product)
-                    grad = np.add(grad, product, out=direction)
+                    xp.multiply(buffer._data, momentum, out=product)
+                    grad = xp.add(grad, product, out=direction)
                 else:
                     grad = buffer._data
-            np.multiply(grad, -lr, out=product)
-            np.add(data, product, out=data)
+            xp.multiply(grad, -lr, out=product)
+            xp.add(data, product, out=data)
