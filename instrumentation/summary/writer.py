@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from instrumentation.summary import hparams
+from instrumentation.summary import hparams, images, pr_curves
 from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
-from instrumentation.summary.builders import histogram_event, session_start_event, text_event
+from instrumentation.summary.builders import histogram_event, session_start_event, text_event, value_event
 from instrumentation.summary.event_file import AsyncEventWriter, scalar_event, scalar_events, scalar_rows
 from instrumentation.summary.inputs import check_tag, histogram_values, to_float, to_numpy, to_step
 
@@ -30,6 +30,14 @@ def default_log_dir(comment: str = "") -> str:
 
 
 _STR_ONLY, _FLOAT_ONLY = {str}, {float}
+
+
+def _image_record(tag: str, hwc: np.ndarray, step: int, wall_time: float) -> bytes:
+    return value_event(images.image_value(tag, hwc), step, wall_time)
+
+
+def _pr_curve_record(tag: str, inputs: tuple, step: int, wall_time: float) -> bytes:
+    return value_event(pr_curves.pr_curve_value(tag, *inputs), step, wall_time)
 
 
 def _histogram_record(tag: str, values: np.ndarray, bins: Bins, max_bins: int | None, step: int,
@@ -177,6 +185,37 @@ class SummaryWriter:
         if not isinstance(text_string, str):
             raise ValueError(f"add_text({tag!r}): text must be a str, got {type(text_string).__name__}")
         self._enqueue(None, text_event, tag, text_string, to_step(global_step),
+                      time.time() if walltime is None else walltime)
+
+    def add_image(self, tag: str, img_tensor: Any, global_step: int | None = None, walltime: float | None = None,
+                  dataformats: str = "CHW") -> None:
+        """One image (CHW, HWC, HW, ...; uint8 as is, floats taken as [0, 1]), PNG-encoded on the writer thread."""
+        check_tag(tag)
+        hwc = images.to_hwc(tag, img_tensor, dataformats, batch=False)
+        self._enqueue(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
+
+    def add_images(self, tag: str, img_tensor: Any, global_step: int | None = None, walltime: float | None = None,
+                   dataformats: str = "NCHW") -> None:
+        """A batch of images (NCHW or NHWC, 1 or 3 channels) as one image, 8 to a row (torch's grid)."""
+        check_tag(tag)
+        hwc = images.to_hwc(tag, img_tensor, dataformats, batch=True)
+        self._enqueue(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
+
+    def add_figure(self, tag: str, figure: Any, global_step: int | None = None, close: bool = True,
+                   walltime: float | None = None) -> None:
+        """A matplotlib figure (or a list of them, as a grid) as an image; needs matplotlib."""
+        if isinstance(figure, list):
+            self.add_images(tag, np.stack([images.figure_to_chw(item, close) for item in figure]), global_step,
+                            walltime, dataformats="NCHW")
+        else:
+            self.add_image(tag, images.figure_to_chw(figure, close), global_step, walltime, dataformats="CHW")
+
+    def add_pr_curve(self, tag: str, labels: Any, predictions: Any, global_step: int | None = None,
+                     num_thresholds: int = 127, weights: Any = None, walltime: float | None = None) -> None:
+        """A precision-recall curve (pr_curves plugin): labels 0/1, predictions in [0, 1], at most 127 thresholds."""
+        check_tag(tag)
+        inputs = pr_curves.checked_inputs(tag, labels, predictions, num_thresholds, weights)
+        self._enqueue(None, _pr_curve_record, tag, inputs, to_step(global_step),
                       time.time() if walltime is None else walltime)
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Any],
