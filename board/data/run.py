@@ -11,6 +11,7 @@ import numpy as np
 
 from board.data import cache
 from board.data.histograms import HistogramColumns, HistogramSeries
+from board.data import plugin_data as plugin_limits
 from board.data.plugin_data import PluginData
 from board.data.reader import EventFileReader, ScalarBatch
 from board.data.series import ScalarSeries
@@ -218,8 +219,8 @@ class RunState:
             if tail.reader.problem:
                 lines.append(f"{name}: {tail.reader.problem}")
         if self.plugin_data.dropped:
-            lines.append(f"{self.plugin_data.dropped} image/text/plugin value(s) not kept: over "
-                         f"{self.plugin_data.bytes >> 20} MiB for this run")
+            lines.append(f"{self.plugin_data.dropped} image/text/plugin value(s) not kept: over the "
+                         f"{plugin_limits.MAX_RUN_BYTES / (1 << 20):g} MiB kept per run")
         if self.corrupt_records:
             lines.append(f"{self.corrupt_records} corrupt record(s) skipped")
         if self.failure is not None:
