@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from board.data import cache
@@ -231,7 +232,25 @@ class LogdirStore:
     def runs(self) -> list[RunSummary]:
         """Every run but the hparams sub-runs, which are shown as part of their parent (see `subruns`)."""
         with self._lock:
-            return [self._summaries[name] for name in sorted(self._summaries) if name not in self._folded]
+            return [self._folded_summary(name) for name in sorted(self._summaries) if name not in self._folded]
+
+    def _folded_summary(self, name: str) -> RunSummary:
+        """The run's summary with its folded sub-runs' files, points and warnings added in."""
+        own = self._summaries[name]
+        subs = [sub for sub, parent in self._folded.items() if parent == name and sub in self._summaries]
+        if not subs:
+            return own
+        parts = [own, *(self._summaries[sub] for sub in sorted(subs))]
+        steps = [part.last_step for part in parts if part.last_step is not None]
+        updates = [part.last_update for part in parts if part.last_update is not None]
+        return replace(own, last_step=max(steps) if steps else None, last_update=max(updates) if updates else None,
+                       scalar_tags=len({tag for member in self._family(name) for tag in member.scalars}),
+                       points=sum(part.points for part in parts), size_bytes=sum(part.size_bytes for part in parts),
+                       corrupt_records=sum(part.corrupt_records for part in parts),
+                       superseded_points=sum(part.superseded_points for part in parts),
+                       files=sum(part.files for part in parts),
+                       warnings=own.warnings + tuple(f"{sub}: {line}" for sub in sorted(subs)
+                                                     for line in self._summaries[sub].warnings))
 
     def folded(self) -> dict[str, str]:
         """hparams sub-run → the run it is folded into."""

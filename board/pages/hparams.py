@@ -32,8 +32,8 @@ def table_data(table: HParamsTable) -> tuple[list[dict], list[dict]]:
     columns = [{"name": ["", RUN_COLUMN], "id": RUN_COLUMN}]
     columns += [{"name": ["hyperparameter", name], "id": _column_id("h", name), "type": "any"}
                 for name in table.hparam_names]
-    columns += [{"name": ["metric (last value)", tag], "id": _column_id("m", tag), "type": "numeric"}
-                for tag in table.metric_tags]
+    columns += [{"name": ["metric (last value)", tag], "id": _column_id("m", tag), "type": "numeric",
+                 "format": {"specifier": ".6~g"}} for tag in table.metric_tags]
     rows = []
     for row in table.rows:
         record = {RUN_COLUMN: row.run}
@@ -58,7 +58,7 @@ def layout(**_query: str) -> html.Div:
         html.Div([html.Div(problem, className="fs-muted") for problem in table.problems], id="hparams-problems"),
         dash_table.DataTable(id="hparams-table", columns=columns, data=rows, sort_action="native",
                              filter_action="native", page_action="native", page_size=50, merge_duplicate_headers=True,
-                             style_table={"overflowX": "auto"}, style_cell={"fontSize": "13px", "padding": "4px"},
+                             style_table={"overflowX": "auto"}, style_cell={"fontSize": "13px", "padding": "4px", "textAlign": "left"},
                              style_header={"fontWeight": "bold"}),
         html.Div(className="fs-controls", children=[
             html.Label("colour by", htmlFor="hparams-color"),

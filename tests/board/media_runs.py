@@ -8,7 +8,7 @@ import numpy as np
 from instrumentation import SummaryWriter
 
 HOSTILE_TEXT = "**bold** <script>window.__pwned = 1</script> <img src=x onerror=\"window.__pwned = 2\"> " \
-               "[link](javascript:window.__pwned=3)"
+               "[link](javascript:window.__pwned=3) [entity](&#106;avascript:window.__pwned=4) <javascript:alert(5)>"
 STEPS = (0, 10, 20)
 
 

@@ -32,7 +32,9 @@ def client(media_logdir):
 
 
 def test_hparams_subruns_are_folded_into_their_parent(client):
-    assert [run["name"] for run in client.get("/api/runs").get_json()["runs"]] == RUNS
+    runs = client.get("/api/runs").get_json()["runs"]
+    assert [run["name"] for run in runs] == RUNS
+    assert {(run["scalar_tags"], run["points"], run["files"]) for run in runs} == {(3, 5, 2)}  # + the sub-run's
     folded = client.get("/api/plugins").get_json()["folded_runs"]
     assert sorted(folded.values()) == RUNS and all(sub.startswith(parent + "/") for sub, parent in folded.items())
     tags = client.get("/api/tags?run=torch_lr0.1").get_json()["scalars"]
