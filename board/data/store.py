@@ -87,6 +87,7 @@ class LogdirStore:
         self._runs: dict[str, RunState] = {}
         self._summaries: dict[str, RunSummary] = {}
         self._folded: dict[str, str] = {}  # hparams sub-run → the run it is shown as part of
+        self._subruns: dict[str, tuple[str, ...]] = {}  # the inverse: run → its folded sub-runs
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -118,8 +119,12 @@ class LogdirStore:
                                  if locations[name].event_files], publish)
         for name in sorted(locations):
             publish(name)
+        folded = folded_subruns({name: set(run.plugin_data.values) for name, run in self._runs.items()})
+        subruns: dict[str, list[str]] = {}
+        for sub, parent in sorted(folded.items()):
+            subruns.setdefault(parent, []).append(sub)
         with self._lock:
-            self._folded = folded_subruns({name: set(run.plugin_data.values) for name, run in self._runs.items()})
+            self._folded, self._subruns = folded, {parent: tuple(subs) for parent, subs in subruns.items()}
         self.last_refresh_seconds = time.perf_counter() - started
         if self.refreshes == 0:
             self.first_load_seconds = self.last_refresh_seconds
@@ -237,7 +242,7 @@ class LogdirStore:
     def _folded_summary(self, name: str) -> RunSummary:
         """The run's summary with its folded sub-runs' files, points and warnings added in."""
         own = self._summaries[name]
-        subs = [sub for sub, parent in self._folded.items() if parent == name and sub in self._summaries]
+        subs = [sub for sub in self._subruns.get(name, ()) if sub in self._summaries]
         if not subs:
             return own
         parts = [own, *(self._summaries[sub] for sub in sorted(subs))]
@@ -259,8 +264,11 @@ class LogdirStore:
 
     def _family(self, run: str) -> list[RunState]:
         """The run and the sub-runs folded into it (its own data first)."""
-        subs = [self._runs.get(sub) for sub, parent in sorted(self._folded.items()) if parent == run]
-        return [self._run(run), *(sub for sub in subs if sub is not None)]
+        own = self._run(run)
+        subs = self._subruns.get(run)
+        if not subs:
+            return [own]
+        return [own, *(state for state in map(self._runs.get, subs) if state is not None)]
 
     def scalar_tags(self, run: str) -> list[str]:
         with self._lock:
