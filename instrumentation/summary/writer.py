@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from instrumentation.summary import hparams, images, pr_curves
+from instrumentation.summary import graph, hparams, images, pr_curves
 from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
 from instrumentation.summary.builders import histogram_event, session_start_event, text_event, value_event
 from instrumentation.summary.event_file import AsyncEventWriter, scalar_event, scalar_events, scalar_rows
@@ -217,6 +217,16 @@ class SummaryWriter:
         inputs = pr_curves.checked_inputs(tag, labels, predictions, num_thresholds, weights)
         self._enqueue(None, _pr_curve_record, tag, inputs, to_step(global_step),
                       time.time() if walltime is None else walltime)
+
+    def add_graph(self, model: Any, input_to_model: Any = None, verbose: bool = False,
+                  use_strict_trace: bool = True) -> None:
+        """The graph of one forward pass of an engine model (no gradients), as TensorBoard's GraphDef: `input_to_model`
+        is a Tensor or a tuple of them. `verbose` and `use_strict_trace` are accepted for torch's signature."""
+        if input_to_model is None:
+            raise ValueError("add_graph: input_to_model is needed to run the model once")
+        inputs = tuple(input_to_model) if isinstance(input_to_model, (tuple, list)) else (input_to_model,)
+        graph_def = graph.trace_graph(model, inputs).SerializeToString()
+        self._enqueue(None, graph.graph_event, graph_def, time.time())
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Any],
                     hparam_domain_discrete: Mapping[str, Sequence[Any]] | None = None, run_name: str | None = None,

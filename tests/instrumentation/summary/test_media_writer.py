@@ -140,3 +140,26 @@ def test_pr_curve_matches_torch_and_numpy_reference(tmp_path):
 def test_bad_pr_curves_name_the_tag(tmp_path, labels, predictions, message):
     with SummaryWriter(tmp_path) as writer, pytest.raises(ValueError, match=message):
         writer.add_pr_curve("pr", np.array(labels), np.array(predictions))
+
+
+def test_graph_of_an_engine_model_is_read_by_tensorboard(tmp_path):
+    import engine
+    from engine import nn
+
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    with SummaryWriter(tmp_path) as writer:
+        writer.add_graph(model, engine.tensor(np.zeros((5, 4), np.float32)))
+    accumulator = _accumulator(tmp_path)
+    graph = accumulator.Graph()  # TensorBoard's own GraphDef class parses our bytes
+    nodes = {node.name: node for node in graph.node}
+    assert [(node.name, node.op, list(node.input)) for node in graph.node if node.op not in ("Parameter",)] == [
+        ("input/input_0", "IO Node", []),
+        ("Sequential/0/Linear_0", "Linear", ["input/input_0", "Sequential/0/weight", "Sequential/0/bias"]),
+        ("Sequential/1/ReLU_0", "ReLU", ["Sequential/0/Linear_0"]),
+        ("Sequential/2/Linear_0", "Linear", ["Sequential/1/ReLU_0", "Sequential/2/weight", "Sequential/2/bias"]),
+        ("output/output_0", "IO Node", ["Sequential/2/Linear_0"])]
+    shape = nodes["Sequential/2/Linear_0"].attr["_output_shapes"].list.shape[0]
+    assert [dim.size for dim in shape.dim] == [5, 2]
+    assert [dim.size for dim in nodes["Sequential/0/weight"].attr["_output_shapes"].list.shape[0].dim] == [3, 4]
+    with SummaryWriter(tmp_path / "other") as writer, pytest.raises(ValueError, match="input_to_model"):
+        writer.add_graph(model)
