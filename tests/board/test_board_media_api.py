@@ -90,6 +90,24 @@ def test_pr_curves_equal_what_tensorboard_reads(client, media_logdir):
             np.testing.assert_allclose(point["true_positives"], reference[0])
 
 
+def test_tensorboardx_logs_are_read_alike(tmp_path):
+    tensorboardx = pytest.importorskip("tensorboardX")
+    writer = tensorboardx.SummaryWriter(str(tmp_path / "logs" / "tbx"))
+    writer.add_text("notes", "*hello*", 3)
+    writer.add_image("pic", np.ones((3, 4, 6), np.float32), 3)
+    rng = np.random.default_rng(0)
+    writer.add_pr_curve("pr", rng.integers(0, 2, 50), rng.random(50), 3, num_thresholds=9)
+    writer.add_hparams({"lr": 0.1}, {"hparam/acc": 0.5})
+    writer.close()
+    client = client_for(tmp_path / "logs")
+    assert client.get("/api/text?run=tbx&tag=notes").get_json()["points"][0]["text"] == "*hello*"
+    image = client.get("/api/images?run=tbx&tag=pic").get_json()["points"]
+    assert [(p["step"], p["width"], p["height"], p["mime_type"]) for p in image] == [(3, 6, 4, "image/png")]
+    assert len(client.get("/api/pr_curves?run=tbx&tag=pr").get_json()["points"][0]["precision"]) == 9
+    rows = client.get("/api/hparams").get_json()["rows"]
+    assert [(row["run"], row["hparams"]) for row in rows] == [("tbx", {"lr": 0.1})]
+
+
 def test_plugins_lists_what_is_not_shown(client):
     body = client.get("/api/plugins").get_json()
     assert body["not_shown"] == {"graphs": {"runs": 1, "tags": 2}, "projector": {"runs": 1, "tags": 1}}
