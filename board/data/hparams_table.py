@@ -1,7 +1,6 @@
 """The HParams table: each run's hyperparameters (the hparams plugin's session records) and final metric values."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from board.data.store import LogdirStore, UnknownSeries
@@ -38,11 +37,6 @@ def _value(proto_value) -> HParamValue:
     return None
 
 
-def _parse(value: PluginValue) -> object:
-    data = hparams.HParamsPluginData.FromString(value.content)
-    return data
-
-
 def _run_records(store: LogdirStore, run: str, problems: list[str]) -> tuple[dict[str, HParamValue], list[str]] | None:
     """(hparams, metric tags) of a run holding a session start record; None for a run without one."""
     found, metric_tags = None, []
@@ -51,7 +45,7 @@ def _run_records(store: LogdirStore, run: str, problems: list[str]) -> tuple[dic
             if value.__class__ is not PluginValue:
                 continue
             try:
-                data = _parse(value)
+                data = hparams.HParamsPluginData.FromString(value.content)
             except Exception as error:  # NOTE: any damage in the bytes: reported, the other runs go on
                 problems.append(f"{run}: {tag} at step {value.step} is not an hparams record ({type(error).__name__})")
                 continue
@@ -89,7 +83,3 @@ def hparams_table(store: LogdirStore) -> HParamsTable:
                 finals[tag], steps[tag] = last
         rows.append(HParamsRow(summary.name, values, finals, steps))
     return HParamsTable(tuple(sorted(names)), tuple(metrics), tuple(rows), tuple(problems))
-
-
-def is_number(value: HParamValue) -> bool:
-    return isinstance(value, float) and not isinstance(value, bool) and math.isfinite(value)
