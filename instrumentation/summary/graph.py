@@ -23,6 +23,10 @@ class _OpTracer(hooks.Recorder):
     def __init__(self) -> None:
         self.ops: list[tuple[str, str, list[int], Any]] = []
         self.kept: list[Any] = []
+        self.opened_step = False  # the traced forward pass opened a training step (the engine does on a first op)
+
+    def step_begin(self, event: hooks.StepEvent) -> None:
+        self.opened_step = True
 
     def op(self, op: str, module: str, inputs: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
         self.kept += [*inputs, *outputs]
@@ -44,6 +48,8 @@ def trace_graph(model: Any, inputs: Sequence[Any]) -> Any:
             model(*inputs)
     finally:
         hooks.remove_recorder(tracer)
+        if tracer.opened_step:  # NOTE: tracing is not a training step: the next step opens with the real one
+            hooks.cancel_step_begin()
     graph = GraphDef()
     graph.versions.producer = 22
     names: dict[int, str] = {}

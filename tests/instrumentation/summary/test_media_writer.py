@@ -163,3 +163,30 @@ def test_graph_of_an_engine_model_is_read_by_tensorboard(tmp_path):
     assert [dim.size for dim in nodes["Sequential/0/weight"].attr["_output_shapes"].list.shape[0].dim] == [3, 4]
     with SummaryWriter(tmp_path / "other") as writer, pytest.raises(ValueError, match="input_to_model"):
         writer.add_graph(model)
+
+
+def test_add_graph_leaves_no_training_step_open(tmp_path):
+    import engine
+    from engine import hooks, nn
+
+    class Steps(hooks.Recorder):
+        def __init__(self):
+            self.begun = []
+
+        def step_begin(self, event):
+            self.begun.append(event.step)
+
+        def op(self, *args):  # ops observed: the engine opens a step on the first forward op
+            pass
+
+    model = nn.Sequential(nn.Linear(2, 2))
+    before = hooks.current_step()
+    with SummaryWriter(tmp_path) as writer:
+        writer.add_graph(model, engine.tensor(np.zeros((1, 2), np.float32)))
+    steps = hooks.add_recorder(Steps())
+    try:
+        model(engine.tensor(np.zeros((1, 2), np.float32)))  # the first op of real training opens the step again
+    finally:
+        hooks.remove_recorder(steps)
+        hooks.cancel_step_begin()
+    assert hooks.current_step() == before and steps.begun == [before]
