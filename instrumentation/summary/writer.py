@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from instrumentation.summary import graph, hparams, images, pr_curves
+from instrumentation.summary import embedding, graph, hparams, images, pr_curves
 from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
 from instrumentation.summary.builders import histogram_event, session_start_event, text_event, value_event
 from instrumentation.summary.event_file import AsyncEventWriter, scalar_event, scalar_events, scalar_rows
@@ -62,6 +62,7 @@ class SummaryWriter:
         self._enqueue = self._async.enqueue
         self._queue_append, self._queue, self._max_queue = self._async.queue.append, self._async.queue, self._async.max_queue
         self._checked_tags: tuple[str, ...] | None = None  # the last tuple add_scalar_rows checked
+        self._embeddings: list[embedding.EmbeddingEntry] = []  # what projector_config.pbtxt lists
         self._flush_callbacks: list[Callable[[], None]] = []
         self._failed_callbacks: list[Callable[[], None]] = []
         if purge_step is not None:
@@ -227,6 +228,17 @@ class SummaryWriter:
         inputs = tuple(input_to_model) if isinstance(input_to_model, (tuple, list)) else (input_to_model,)
         graph_def = graph.trace_graph(model, inputs).SerializeToString()
         self._enqueue(None, graph.graph_event, graph_def, time.time())
+
+    def add_embedding(self, mat: Any, metadata: Sequence[Any] | None = None, label_img: Any = None,
+                      global_step: int | None = None, tag: str = "default",
+                      metadata_header: Sequence[Any] | None = None) -> None:
+        """Points for TensorBoard's projector: files under `<log_dir>/<step:05d>/<tag>/` and the run's
+        `projector_config.pbtxt`, written on the calling thread (torch's layout)."""
+        check_tag(tag)
+        entry = embedding.write_embedding(self.log_dir, mat, metadata, label_img, to_step(global_step), tag,
+                                          metadata_header)
+        self._embeddings.append(entry)
+        embedding.write_config(self.log_dir, self._embeddings)
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Any],
                     hparam_domain_discrete: Mapping[str, Sequence[Any]] | None = None, run_name: str | None = None,

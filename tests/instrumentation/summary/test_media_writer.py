@@ -190,3 +190,40 @@ def test_add_graph_leaves_no_training_step_open(tmp_path):
         hooks.remove_recorder(steps)
         hooks.cancel_step_begin()
     assert hooks.current_step() == before and steps.begun == [before]
+
+
+def test_embedding_files_match_torch(tmp_path):
+    import torch
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector import projector_config_pb2
+
+    rng = np.random.default_rng(3)
+    mat = rng.standard_normal((6, 3)).astype(np.float32)
+    labels = rng.random((6, 1, 4, 5)).astype(np.float32)
+    meta = [["a", 1], ["b", 2], ["c", 3], ["d", 4], ["e", 5], ["f", 6]]
+    with SummaryWriter(tmp_path / "ours") as writer:
+        writer.add_embedding(mat, metadata=[row[0] for row in meta], tag="plain")
+        writer.add_embedding(mat, metadata=meta, label_img=labels, global_step=7, tag="with/slash 100%",
+                             metadata_header=["name", "index"])
+    theirs = torch_tensorboard.SummaryWriter(str(tmp_path / "torch"))
+    theirs.add_embedding(torch.from_numpy(mat), metadata=[row[0] for row in meta], tag="plain")
+    theirs.add_embedding(torch.from_numpy(mat), metadata=meta, label_img=torch.from_numpy(labels), global_step=7,
+                         tag="with/slash 100%", metadata_header=["name", "index"])
+    theirs.close()
+
+    def config(root):
+        return text_format.Parse((root / "projector_config.pbtxt").read_text(), projector_config_pb2.ProjectorConfig())
+
+    assert config(tmp_path / "ours") == config(tmp_path / "torch")
+    for entry in config(tmp_path / "ours").embeddings:
+        for relative in (entry.tensor_path, entry.metadata_path):
+            assert (tmp_path / "ours" / relative).read_text() == (tmp_path / "torch" / relative).read_text()
+        if entry.sprite.image_path:
+            ours, reference = (_pixels((tmp_path / root / entry.sprite.image_path).read_bytes())
+                               for root in ("ours", "torch"))
+            np.testing.assert_array_equal(ours, reference)
+    with SummaryWriter(tmp_path / "bad") as writer, pytest.raises(ValueError, match="2 metadata rows for 6 points"):
+        writer.add_embedding(mat, metadata=["x", "y"])
+    with SummaryWriter(tmp_path / "bad") as writer, pytest.raises(ValueError, match="cannot name a folder"):
+        writer.add_embedding(mat, tag="..")
+    assert not (tmp_path / "00000").exists()
