@@ -77,11 +77,13 @@ def register_callbacks(app: Dash) -> None:
 
     @app.callback(Output("images-step", "min"), Output("images-step", "max"), Output("images-step", "marks"),
                   Output("images-step", "value"), Input("images-tag", "value"), Input("images-poll", "n_intervals"),
-                  State("images-step", "value"), State("images-step", "max"))
-    def _steps(tag: str | None, _ticks: int | None, value: int | None, old_max: int):
+                  State("images-step", "value"), State("images-step", "max"), State("images-step", "marks"))
+    def _steps(tag: str | None, _ticks: int | None, value: int | None, old_max: int, old_marks: dict | None):
         steps = sorted({point.step for points in (_series(tag) if tag else {}).values() for point in points})
         if not steps:
             return 0, 0, {0: "0"}, 0
+        if dash.ctx.triggered_id == "images-poll" and set(map(str, steps)) == set(old_marks or {}):
+            return no_update, no_update, no_update, no_update  # nothing new: the panel is not redrawn
         following = value is None or value >= old_max or dash.ctx.triggered_id == "images-tag"
         chosen = steps[-1] if following or value not in steps else value
         return steps[0], steps[-1], step_marks(steps), chosen

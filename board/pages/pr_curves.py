@@ -84,11 +84,13 @@ def register_callbacks(app: Dash) -> None:
 
     @app.callback(Output("pr-step", "min"), Output("pr-step", "max"), Output("pr-step", "marks"),
                   Output("pr-step", "value"), Input("pr-tag", "value"), Input("pr-poll", "n_intervals"),
-                  State("pr-step", "value"), State("pr-step", "max"))
-    def _steps(tag: str | None, _ticks: int | None, value: int | None, old_max: int):
+                  State("pr-step", "value"), State("pr-step", "max"), State("pr-step", "marks"))
+    def _steps(tag: str | None, _ticks: int | None, value: int | None, old_max: int, old_marks: dict | None):
         steps = sorted({point.step for points in (_series(tag) if tag else {}).values() for point in points})
         if not steps:
             return 0, 0, {0: "0"}, 0
+        if dash.ctx.triggered_id == "pr-poll" and set(map(str, steps)) == set(old_marks or {}):
+            return no_update, no_update, no_update, no_update  # nothing new: the panel is not redrawn
         following = value is None or value >= old_max or dash.ctx.triggered_id == "pr-tag"
         return steps[0], steps[-1], step_marks(steps), steps[-1] if following or value not in steps else value
 

@@ -32,6 +32,7 @@ def layout(**_query: str) -> html.Div:
                          style={"minWidth": "24em"}),
         ]),
         html.Div(id="text-table"),
+        dcc.Store(id="text-shown"),
         dcc.Interval(id="text-poll", interval=context.config.browser_poll_ms),
     ])
 
@@ -41,6 +42,22 @@ def _cell(point: TextPoint | None) -> html.Td:
         return html.Td("—", className="fs-muted")
     # NOTE: dcc.Markdown escapes raw HTML unless dangerously_allow_html is set (it is not, on purpose)
     return html.Td(dcc.Markdown(point.text, className="fs-text-markdown", link_target="_blank"))
+
+
+def _shown(tag: str | None) -> list:
+    """What the table shows: the tag and each run's (points, newest wall time); unchanged → no redraw."""
+    if not tag:
+        return []
+    _, by_run = _tags()
+    store, shown = board_context().store, [tag]
+    for run, tags in by_run.items():
+        if tag in tags:
+            try:
+                points = text_points(store, run, tag)
+            except UnknownSeries:
+                continue
+            shown.append([run, len(points), points[-1].wall_time if points else None])
+    return shown
 
 
 def text_table(tag: str | None) -> html.Div | html.Table:
@@ -72,6 +89,10 @@ def register_callbacks(app: Dash) -> None:
         tags, _ = _tags()
         return tags if tags != current else no_update
 
-    @app.callback(Output("text-table", "children"), Input("text-tag", "value"), Input("text-poll", "n_intervals"))
-    def _table(tag: str | None, _ticks: int | None):
-        return text_table(tag)
+    @app.callback(Output("text-table", "children"), Output("text-shown", "data"), Input("text-tag", "value"),
+                  Input("text-poll", "n_intervals"), State("text-shown", "data"))
+    def _table(tag: str | None, _ticks: int | None, shown_before: list | None):
+        shown = _shown(tag)
+        if shown == shown_before:
+            return no_update, no_update
+        return text_table(tag), shown

@@ -121,3 +121,28 @@ def test_runs_page_names_the_data_it_does_not_show(page: Page, board) -> None:
     expect(page.locator("table.fs-table .fs-run-name")).to_have_text([re.compile(f"{run}$") for run in RUNS])  # hparams sub-runs folded away
     _shot(page, "runs")
     assert errors == [], "\n".join(errors)
+
+
+def test_text_and_images_follow_a_live_run(page: Page, tmp_path, serve_board) -> None:
+    import numpy as np
+
+    from instrumentation import SummaryWriter
+
+    run = tmp_path / "logs" / "live"
+    with SummaryWriter(run) as writer:
+        writer.add_text("notes", "first", 1)
+        writer.add_image("pic", np.zeros((3, 4, 4), np.float32), 1)
+    board = serve_board(tmp_path / "logs")
+    page.set_default_timeout(TIMEOUT_MS)
+    errors = watch_console(page)
+    page.goto(board.url + "/text")
+    rows = page.locator("#text-steps > tbody > tr")
+    expect(rows).to_have_count(1)
+    with SummaryWriter(run) as writer:
+        writer.add_text("notes", "second", 2)
+        writer.add_image("pic", np.ones((3, 4, 4), np.float32), 2)
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_contain_text("second")
+    page.goto(board.url + "/images")
+    expect(page.locator("#images-panel figcaption")).to_have_text(["live · step 2 · 4×4"])
+    assert errors == [], "\n".join(errors)
