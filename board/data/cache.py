@@ -19,10 +19,12 @@ import numpy as np
 from google_crc32c import extend as crc32c_extend
 
 from board.data.histograms import HistogramColumns, HistogramSeries
+from board.data.plugin_data import PluginData
 from board.data.series import ScalarColumns, ScalarSeries
 from instrumentation.format.confined import open_regular
 
-FORMAT_VERSION = 3  # 2: histograms as columns (sum and sum_squares kept); 3: CRC of every byte read, not 4 KiB
+FORMAT_VERSION = 4  # 2: histograms as columns (sum and sum_squares kept); 3: CRC of every byte read, not 4 KiB;
+# 4: other plugins' values (text, images, ...) in plugin_values.json
 PREFIX_CHUNK_BYTES = 16 << 20
 _SCALAR_COLUMNS = ("steps", "wall_times", "values")
 _HISTOGRAM_COLUMNS = ("hist_steps", "hist_stats", "hist_edges", "hist_counts", "hist_offsets")
@@ -73,10 +75,12 @@ class CachedRun:
     histograms: dict[str, HistogramSeries]
     last_update: float | None
     points: int
+    plugin_data: PluginData
 
 
 def save(directory: Path, files: list[FileMark], scalars: dict[str, ScalarSeries],
-         histograms: dict[str, HistogramSeries], last_update: float | None) -> None:
+         histograms: dict[str, HistogramSeries], last_update: float | None,
+         plugin_data: PluginData | None = None) -> None:
     """Write the entry next to the old one and swap the manifest in last, so a reader never sees a torn entry."""
     directory.mkdir(parents=True, exist_ok=True)
     tags = sorted(scalars)
@@ -97,6 +101,7 @@ def save(directory: Path, files: list[FileMark], scalars: dict[str, ScalarSeries
     generation = f"{os.getpid()}-{time.time_ns()}"
     for name, array in arrays.items():
         np.save(directory / f"{name}.{generation}.npy", array, allow_pickle=False)
+    (directory / f"plugin_values.{generation}.json").write_text(json.dumps((plugin_data or PluginData()).to_json()))
     manifest = {
         "version": FORMAT_VERSION,
         "generation": generation,
@@ -112,6 +117,7 @@ def save(directory: Path, files: list[FileMark], scalars: dict[str, ScalarSeries
     if old is not None:
         for name in (*_SCALAR_COLUMNS, *_HISTOGRAM_COLUMNS):
             (directory / f"{name}.{old['generation']}.npy").unlink(missing_ok=True)
+        (directory / f"plugin_values.{old['generation']}.json").unlink(missing_ok=True)
 
 
 def valid_manifest(directory: Path, run_path: Path, check_content: bool = True) -> dict | None:
@@ -145,7 +151,8 @@ def load(directory: Path, run_path: Path) -> CachedRun | None:
         arrays = {name: np.load(directory / f"{name}.{generation}.npy", allow_pickle=False,
                                 mmap_mode="r")
                   for name in (*_SCALAR_COLUMNS, *_HISTOGRAM_COLUMNS)}
-    except (OSError, ValueError):
+        plugin_data = PluginData.from_json(json.loads((directory / f"plugin_values.{generation}.json").read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     scalars: dict[str, ScalarSeries] = {}
     start = 0
@@ -161,7 +168,8 @@ def load(directory: Path, run_path: Path) -> CachedRun | None:
     if histograms is None:
         return None
     marks = tuple(FileMark(**entry) for entry in manifest["files"])
-    return CachedRun(marks, scalars, histograms, manifest["last_update"], start + len(arrays["hist_steps"]))
+    return CachedRun(marks, scalars, histograms, manifest["last_update"],
+                     start + len(arrays["hist_steps"]) + len(plugin_data), plugin_data)
 
 
 def _histograms(entries: list, arrays: dict[str, np.ndarray]) -> dict[str, HistogramSeries] | None:

@@ -11,9 +11,11 @@ import numpy as np
 
 from board.data import cache
 from board.data.histograms import HistogramColumns, HistogramSeries
+from board.data import plugin_data as plugin_limits
+from board.data.plugin_data import PluginData
 from board.data.reader import EventFileReader, ScalarBatch
 from board.data.series import ScalarSeries
-from instrumentation.format.values import HistogramValue
+from instrumentation.format.values import HistogramValue, PluginValue, TextValue
 
 log = logging.getLogger(__name__)
 READ_BATCH = 50_000  # records per read: bounds the memory of decoded-but-not-yet-columnar events
@@ -58,6 +60,7 @@ class RunState:
         self.name, self.group, self.path = name, group, path
         self.scalars: dict[str, ScalarSeries] = {}
         self.histograms: dict[str, HistogramSeries] = {}
+        self.plugin_data = PluginData()  # text, images, PR curves, hparams, graphs, other plugins
         self._files: dict[str, _FileTail] = {}
         self.last_update: float | None = None
         self._cache_dir = cache_dir
@@ -79,7 +82,7 @@ class RunState:
         except OSError:
             return
         self._files = files
-        self.scalars, self.histograms = cached.scalars, cached.histograms
+        self.scalars, self.histograms, self.plugin_data = cached.scalars, cached.histograms, cached.plugin_data
         self.last_update = cached.last_update
         self._cached_points = cached.points
 
@@ -87,7 +90,8 @@ class RunState:
         """Save the run's points when they grew by `growth` since the last save (always after a first read)."""
         if self._cache_dir is None:
             return
-        points = sum(len(s) for s in self.scalars.values()) + sum(len(s) for s in self.histograms.values())
+        points = sum(len(s) for s in self.scalars.values()) + sum(len(s) for s in self.histograms.values()) + \
+            len(self.plugin_data)
         if points == self._cached_points or points < self._cached_points * (1 + growth):
             return
         marks = []
@@ -99,7 +103,7 @@ class RunState:
             except OSError:
                 return
         try:
-            cache.save(self._cache_dir, marks, self.scalars, self.histograms, self.last_update)
+            cache.save(self._cache_dir, marks, self.scalars, self.histograms, self.last_update, self.plugin_data)
         except OSError as error:  # a read-only or full disk costs speed on the next start, nothing else
             log.info("not caching run %s: %s", self.name, error)
             self._cache_dir = None
@@ -158,6 +162,7 @@ class RunState:
     def _reset(self) -> None:
         self.scalars.clear()
         self.histograms.clear()
+        self.plugin_data.clear()
         self._files.clear()
         self.last_update = None
 
@@ -169,6 +174,8 @@ class RunState:
             self._add_scalars(batch.tag_names, batch.tag_codes, batch.steps, batch.wall_times, batch.values)
         for tag, columns in histograms.items():
             self._histogram(tag).extend(columns)
+        self.plugin_data.extend(value for event in batch.events for value in event.values
+                                if value.__class__ is TextValue or value.__class__ is PluginValue)
         if newest:
             self.last_update = max(newest) if self.last_update is None else max(self.last_update, *newest)
 
@@ -211,6 +218,9 @@ class RunState:
         for name, tail in sorted(self._files.items()):
             if tail.reader.problem:
                 lines.append(f"{name}: {tail.reader.problem}")
+        if self.plugin_data.dropped:
+            lines.append(f"{self.plugin_data.dropped} image/text/plugin value(s) not kept: over the "
+                         f"{plugin_limits.MAX_RUN_BYTES / (1 << 20):g} MiB kept per run")
         if self.corrupt_records:
             lines.append(f"{self.corrupt_records} corrupt record(s) skipped")
         if self.failure is not None:

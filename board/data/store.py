@@ -10,12 +10,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from board.data import cache
 from board.data.cache import run_cache_dir
 from board.data.discovery import RunLocation, discover_runs, run_group
 from board.data.histograms import HistogramPoint
+from board.data.plugin_data import Stored
+from board.data.subruns import folded_subruns
 from board.data.run import RunState, RunSummary
 from board.data.series import ScalarColumns, ScalarSeries
 
@@ -83,6 +86,8 @@ class LogdirStore:
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
         self._runs: dict[str, RunState] = {}
         self._summaries: dict[str, RunSummary] = {}
+        self._folded: dict[str, str] = {}  # hparams sub-run → the run it is shown as part of
+        self._subruns: dict[str, tuple[str, ...]] = {}  # the inverse: run → its folded sub-runs
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -114,6 +119,12 @@ class LogdirStore:
                                  if locations[name].event_files], publish)
         for name in sorted(locations):
             publish(name)
+        folded = folded_subruns({name: set(run.plugin_data.values) for name, run in self._runs.items()})
+        subruns: dict[str, list[str]] = {}
+        for sub, parent in sorted(folded.items()):
+            subruns.setdefault(parent, []).append(sub)
+        with self._lock:
+            self._folded, self._subruns = folded, {parent: tuple(subs) for parent, subs in subruns.items()}
         self.last_refresh_seconds = time.perf_counter() - started
         if self.refreshes == 0:
             self.first_load_seconds = self.last_refresh_seconds
@@ -224,25 +235,84 @@ class LogdirStore:
         return self.logdir.is_dir()
 
     def runs(self) -> list[RunSummary]:
+        """Every run but the hparams sub-runs, which are shown as part of their parent (see `subruns`)."""
         with self._lock:
-            return [self._summaries[name] for name in sorted(self._summaries)]
+            return [self._folded_summary(name) for name in sorted(self._summaries) if name not in self._folded]
+
+    def _folded_summary(self, name: str) -> RunSummary:
+        """The run's summary with its folded sub-runs' files, points and warnings added in."""
+        own = self._summaries[name]
+        subs = [sub for sub in self._subruns.get(name, ()) if sub in self._summaries]
+        if not subs:
+            return own
+        parts = [own, *(self._summaries[sub] for sub in sorted(subs))]
+        steps = [part.last_step for part in parts if part.last_step is not None]
+        updates = [part.last_update for part in parts if part.last_update is not None]
+        return replace(own, last_step=max(steps) if steps else None, last_update=max(updates) if updates else None,
+                       scalar_tags=len({tag for member in self._family(name) for tag in member.scalars}),
+                       points=sum(part.points for part in parts), size_bytes=sum(part.size_bytes for part in parts),
+                       corrupt_records=sum(part.corrupt_records for part in parts),
+                       superseded_points=sum(part.superseded_points for part in parts),
+                       files=sum(part.files for part in parts),
+                       warnings=own.warnings + tuple(f"{sub}: {line}" for sub in sorted(subs)
+                                                     for line in self._summaries[sub].warnings))
+
+    def folded(self) -> dict[str, str]:
+        """hparams sub-run → the run it is folded into."""
+        with self._lock:
+            return dict(self._folded)
+
+    def _family(self, run: str) -> list[RunState]:
+        """The run and the sub-runs folded into it (its own data first)."""
+        own = self._run(run)
+        subs = self._subruns.get(run)
+        if not subs:
+            return [own]
+        return [own, *(state for state in map(self._runs.get, subs) if state is not None)]
 
     def scalar_tags(self, run: str) -> list[str]:
         with self._lock:
-            return sorted(self._run(run).scalars)
+            return sorted({tag for member in self._family(run) for tag in member.scalars})
 
     def histogram_tags(self, run: str) -> list[str]:
         with self._lock:
             return sorted(self._run(run).histograms)
 
     def all_scalar_tags(self) -> dict[str, list[str]]:
-        """Run name → its scalar tags, for every run."""
+        """Run name → its scalar tags (with its folded sub-runs' tags), for every run."""
         with self._lock:
-            return {name: sorted(run.scalars) for name, run in sorted(self._runs.items())}
+            return {name: sorted({tag for member in self._family(name) for tag in member.scalars})
+                    for name in sorted(self._runs) if name not in self._folded}
 
     def all_histogram_tags(self) -> dict[str, list[str]]:
         with self._lock:
-            return {name: sorted(run.histograms) for name, run in sorted(self._runs.items())}
+            return {name: sorted(run.histograms) for name, run in sorted(self._runs.items()) if name not in self._folded}
+
+    def plugin_values(self, run: str, plugin: str) -> dict[str, list[Stored]]:
+        """Tag → values of one plugin in a run and its folded sub-runs (copies of the lists, file order)."""
+        with self._lock:
+            merged: dict[str, list[Stored]] = {}
+            for member in self._family(run):
+                for tag, values in member.plugin_data.tags(plugin).items():
+                    merged.setdefault(tag, []).extend(values)
+            return merged
+
+    def plugin_tag_counts(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Run (folded) → plugin → tag → number of values, for every run's event-file plugin data."""
+        with self._lock:
+            counts: dict[str, dict[str, dict[str, int]]] = {}
+            for name in sorted(self._runs):
+                run = self._runs[name]
+                target = counts.setdefault(self._folded.get(name, name), {})
+                for plugin, tags in run.plugin_data.values.items():
+                    for tag, values in tags.items():
+                        per_plugin = target.setdefault(plugin, {})
+                        per_plugin[tag] = per_plugin.get(tag, 0) + len(values)
+            return counts
+
+    def run_path(self, run: str) -> Path:
+        with self._lock:
+            return self._run(run).path
 
     # NOTE: the two scalar reads take no lock: a series' published snapshot is immutable, and a lock that the
     # refresher holds while it waits for the GIL made 200 concurrent readers queue behind it (bench/board_load.py).
@@ -270,6 +340,8 @@ class LogdirStore:
 
     def _scalar_series(self, run: str, tag: str) -> ScalarSeries:
         series = self._run(run).scalars.get(tag)
+        if series is None:
+            series = next((member.scalars[tag] for member in self._family(run) if tag in member.scalars), None)
         if series is None:
             raise UnknownSeries(f"run {run!r} has no scalar tag {tag!r}")
         return series

@@ -5,8 +5,10 @@ import dash
 from dash import Dash, Input, Output, dcc, html
 
 from board.components.empty_state import empty_state
+from board.components.plugin_notice import plugin_notice
 from board.components.runs_table import runs_table
 from board.context import board_context
+from board.data.plugin_inventory import plugin_uses
 
 dash.register_page(__name__, path="/", name="Runs", order=0, title="flowscope · runs")
 
@@ -23,7 +25,10 @@ def layout(**_query: str) -> html.Div:
 
 def _content() -> html.Div | html.Table:
     store = board_context().store
-    return empty_state(store, "runs") or runs_table(store.runs())
+    empty = empty_state(store, "runs")
+    if empty is not None:
+        return empty
+    return html.Div([plugin_notice(plugin_uses(store)) or html.Div(), runs_table(store.runs())])
 
 
 def register_callbacks(app: Dash) -> None:

@@ -68,12 +68,23 @@ def _tensor_value(tag: str, step: int, wall_time: float, plugin: str, content: b
     return PluginValue(tag, step, wall_time, plugin, content, array)
 
 
+def _image(tag: str, step: int, wall_time: float, image: Any) -> PluginValue:
+    """A TF1 `image` value (what torch and tensorboardX write) as the images plugin's tensor: [width, height, PNG]."""
+    tensor = np.empty(3, dtype=object)
+    tensor[:] = [str(image.width).encode(), str(image.height).encode(), image.encoded_image_string]
+    return PluginValue(tag, step, wall_time, metadata.IMAGES_PLUGIN, b"", tensor)
+
+
 def decode_value(value: Any, step: int, wall_time: float) -> SummaryValue | None:
-    """One Summary.Value; None for kinds outside the subset (images, audio) that carry no plugin metadata."""
+    """One Summary.Value; None for a value that holds nothing (no data, no plugin metadata)."""
     kind = value.WhichOneof("value")
     if kind == "simple_value":
         return _scalar(value.tag, step, wall_time, value.simple_value)
     plugin_data = value.metadata.plugin_data
+    if kind == "image":
+        return _image(value.tag, step, wall_time, value.image)
+    if kind == "audio":
+        return PluginValue(value.tag, step, wall_time, metadata.AUDIO_PLUGIN, value.audio.content_type.encode())
     if kind == "histo":
         return _histogram(value.tag, step, wall_time, value.histo)
     if kind == "tensor":
@@ -104,6 +115,14 @@ def decode_event(proto: Any) -> Event:
         return _event(step, wall_time, (), proto.file_version)
     if which == "session_log":
         return _event(step, wall_time, (), None, _SESSION_STATUS.get(proto.session_log.status))
+    if which in ("graph_def", "meta_graph_def"):  # torch's add_graph; the graph plugin's run-level data
+        tag = metadata.GRAPH_TAG if which == "graph_def" else metadata.META_GRAPH_TAG
+        return _event(step, wall_time, (PluginValue(tag, step, wall_time, metadata.GRAPHS_PLUGIN,
+                                                    getattr(proto, which)),))
+    if which == "tagged_run_metadata":
+        tagged = proto.tagged_run_metadata
+        return _event(step, wall_time, (PluginValue(metadata.RUN_METADATA_TAG_PREFIX + tagged.tag, step, wall_time,
+                                                    metadata.GRAPHS_PLUGIN, tagged.run_metadata),))
     return _event(step, wall_time, ())
 
 

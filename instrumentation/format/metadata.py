@@ -15,6 +15,20 @@ SCALARS_PLUGIN = "scalars"
 HISTOGRAMS_PLUGIN = "histograms"
 TEXT_PLUGIN = "text"
 HPARAMS_PLUGIN = "hparams"
+IMAGES_PLUGIN = "images"
+AUDIO_PLUGIN = "audio"
+PR_CURVES_PLUGIN = "pr_curves"
+GRAPHS_PLUGIN = "graphs"
+PROJECTOR_PLUGIN = "projector"
+
+# Tags under which the reader files run-level data that TensorBoard keeps outside summaries (Event.graph_def...).
+GRAPH_TAG = "__graph__"
+META_GRAPH_TAG = "__meta_graph__"
+RUN_METADATA_TAG_PREFIX = "__run_metadata__/"
+PROJECTOR_CONFIG_FILE = "projector_config.pbtxt"  # the projector's data is kept beside the event files
+PR_CURVE_ROWS = ("true_positives", "false_positives", "true_negatives", "false_negatives", "precision", "recall")
+PR_CURVES_DATA_VERSION = 0
+MAX_PR_THRESHOLDS = 127  # torch's limit (larger counts were reported to break its protobuf)
 
 # HParams plugin tags and content version (tensorboard/plugins/hparams/metadata.py).
 HPARAMS_EXPERIMENT_TAG = "_hparams_/experiment"

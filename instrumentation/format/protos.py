@@ -96,22 +96,35 @@ _CLASSES = build_file("flowscope/tensorboard/event.proto", enums=[
         field("data_class", 4, ENUM, type_name="DataClass")],
         nested=[message("PluginData", [field("plugin_name", 1, STRING), field("content", 2, BYTES)])]),
     message("Summary", [field("value", 1, MESSAGE, repeated=True, type_name="Summary.Value")], nested=[
+        message("Image", [field("height", 1, INT32), field("width", 2, INT32), field("colorspace", 3, INT32),
+                          field("encoded_image_string", 4, BYTES)]),
+        message("Audio", [field("sample_rate", 1, FLOAT), field("num_channels", 2, INT64),
+                          field("length_frames", 3, INT64), field("encoded_audio_string", 4, BYTES),
+                          field("content_type", 5, STRING)]),
         message("Value", [
             field("tag", 1, STRING), field("node_name", 7, STRING),
             field("metadata", 9, MESSAGE, type_name="SummaryMetadata"),
             field("simple_value", 2, FLOAT, oneof=0), field("histo", 5, MESSAGE, type_name="HistogramProto", oneof=0),
-            field("tensor", 8, MESSAGE, type_name="TensorProto", oneof=0)], oneofs=["value"])]),
+            field("tensor", 8, MESSAGE, type_name="TensorProto", oneof=0),
+            field("image", 4, MESSAGE, type_name="Summary.Image", oneof=0),
+            field("audio", 6, MESSAGE, type_name="Summary.Audio", oneof=0)], oneofs=["value"])]),
     message("SessionLog", [
         field("status", 1, ENUM, type_name="SessionLog.SessionStatus"), field("checkpoint_path", 2, STRING),
         field("msg", 3, STRING)],
         enums=[enum("SessionStatus", [("STATUS_UNSPECIFIED", 0), ("START", 1), ("STOP", 2), ("CHECKPOINT", 3)])]),
+    message("TaggedRunMetadata", [field("tag", 1, STRING), field("run_metadata", 2, BYTES)]),
     message("Event", [
         field("wall_time", 1, DOUBLE), field("step", 2, INT64),
-        field("file_version", 3, STRING, oneof=0), field("summary", 5, MESSAGE, type_name="Summary", oneof=0),
-        field("session_log", 7, MESSAGE, type_name="SessionLog", oneof=0)], oneofs=["what"]),
+        field("file_version", 3, STRING, oneof=0), field("graph_def", 4, BYTES, oneof=0),
+        field("summary", 5, MESSAGE, type_name="Summary", oneof=0),
+        field("session_log", 7, MESSAGE, type_name="SessionLog", oneof=0),
+        field("tagged_run_metadata", 8, MESSAGE, type_name="TaggedRunMetadata", oneof=0),
+        field("meta_graph_def", 9, BYTES, oneof=0)], oneofs=["what"]),
+    message("PrCurvePluginData", [field("version", 1, INT32), field("num_thresholds", 2, UINT32)]),
 ])
 
 Event, Summary, SummaryMetadata, SessionLog = (_CLASSES[name] for name in ("Event", "Summary", "SummaryMetadata",
                                                                               "SessionLog"))
 HistogramProto, TensorProto, TensorShapeProto = (_CLASSES[name] for name in ("HistogramProto", "TensorProto",
                                                                              "TensorShapeProto"))
+TaggedRunMetadata, PrCurvePluginData = _CLASSES["TaggedRunMetadata"], _CLASSES["PrCurvePluginData"]

@@ -47,7 +47,8 @@ class ScalarEventBuilder:
             value=[Summary.Value(tag=tag, simple_value=value) for tag, value in zip(tags, values)])).SerializeToString()
 
 
-def _summary_event(summary_value: Any, step: int, wall_time: float) -> bytes:
+def value_event(summary_value: Any, step: int, wall_time: float) -> bytes:
+    """One Event holding one Summary.Value."""
     return Event(wall_time=wall_time, step=step, summary=Summary(value=[summary_value])).SerializeToString()
 
 
@@ -70,17 +71,17 @@ def _histogram_event_by_protobuf(tag: str, histogram: HistogramData, step: int, 
         min=histogram.minimum, max=histogram.maximum, num=histogram.num, sum=histogram.sum,
         sum_squares=histogram.sum_squares, bucket_limit=np.asarray(histogram.edges[1:], dtype=np.float64).tolist(),
         bucket=np.asarray(histogram.counts, dtype=np.float64).tolist())
-    return _summary_event(Summary.Value(tag=tag, histo=histo), step, wall_time)
+    return value_event(Summary.Value(tag=tag, histo=histo), step, wall_time)
 
 
 def text_event(tag: str, text: str, step: int, wall_time: float) -> bytes:
     """A string tensor with plugin `text`, under `<tag>/text_summary` as torch and tensorboardX name it."""
     plugin = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name=metadata.TEXT_PLUGIN))
     value = Summary.Value(tag=tag + metadata.TEXT_TAG_SUFFIX, metadata=plugin, tensor=string_tensor([text]))
-    return _summary_event(value, step, wall_time)
+    return value_event(value, step, wall_time)
 
 
 def plugin_event(tag: str, plugin_name: str, content: bytes, step: int, wall_time: float) -> bytes:
     """A value with only plugin metadata (the hparams plugin's form)."""
     plugin = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name=plugin_name, content=content))
-    return _summary_event(Summary.Value(tag=tag, metadata=plugin), step, wall_time)
+    return value_event(Summary.Value(tag=tag, metadata=plugin), step, wall_time)

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from instrumentation.summary import hparams
+from instrumentation.summary import embedding, graph, hparams, images, pr_curves
 from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
-from instrumentation.summary.builders import histogram_event, session_start_event, text_event
+from instrumentation.summary.builders import histogram_event, session_start_event, text_event, value_event
 from instrumentation.summary.event_file import AsyncEventWriter, scalar_event, scalar_events, scalar_rows
 from instrumentation.summary.inputs import check_tag, histogram_values, to_float, to_numpy, to_step
 
@@ -30,6 +30,14 @@ def default_log_dir(comment: str = "") -> str:
 
 
 _STR_ONLY, _FLOAT_ONLY = {str}, {float}
+
+
+def _image_record(tag: str, hwc: np.ndarray, step: int, wall_time: float) -> bytes:
+    return value_event(images.image_value(tag, hwc), step, wall_time)
+
+
+def _pr_curve_record(tag: str, inputs: tuple, step: int, wall_time: float) -> bytes:
+    return value_event(pr_curves.pr_curve_value(tag, *inputs), step, wall_time)
 
 
 def _histogram_record(tag: str, values: np.ndarray, bins: Bins, max_bins: int | None, step: int,
@@ -54,6 +62,7 @@ class SummaryWriter:
         self._enqueue = self._async.enqueue
         self._queue_append, self._queue, self._max_queue = self._async.queue.append, self._async.queue, self._async.max_queue
         self._checked_tags: tuple[str, ...] | None = None  # the last tuple add_scalar_rows checked
+        self._embeddings: list[embedding.EmbeddingEntry] = []  # what projector_config.pbtxt lists
         self._flush_callbacks: list[Callable[[], None]] = []
         self._failed_callbacks: list[Callable[[], None]] = []
         if purge_step is not None:
@@ -178,6 +187,58 @@ class SummaryWriter:
             raise ValueError(f"add_text({tag!r}): text must be a str, got {type(text_string).__name__}")
         self._enqueue(None, text_event, tag, text_string, to_step(global_step),
                       time.time() if walltime is None else walltime)
+
+    def add_image(self, tag: str, img_tensor: Any, global_step: int | None = None, walltime: float | None = None,
+                  dataformats: str = "CHW") -> None:
+        """One image (CHW, HWC, HW, ...; uint8 as is, floats taken as [0, 1]), PNG-encoded on the writer thread."""
+        check_tag(tag)
+        hwc = images.to_hwc(tag, img_tensor, dataformats, batch=False)
+        self._enqueue(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
+
+    def add_images(self, tag: str, img_tensor: Any, global_step: int | None = None, walltime: float | None = None,
+                   dataformats: str = "NCHW") -> None:
+        """A batch of images (NCHW or NHWC, 1 or 3 channels) as one image, 8 to a row (torch's grid)."""
+        check_tag(tag)
+        hwc = images.to_hwc(tag, img_tensor, dataformats, batch=True)
+        self._enqueue(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
+
+    def add_figure(self, tag: str, figure: Any, global_step: int | None = None, close: bool = True,
+                   walltime: float | None = None) -> None:
+        """A matplotlib figure (or a list of them, as a grid) as an image; needs matplotlib."""
+        if isinstance(figure, list):
+            self.add_images(tag, np.stack([images.figure_to_chw(item, close) for item in figure]), global_step,
+                            walltime, dataformats="NCHW")
+        else:
+            self.add_image(tag, images.figure_to_chw(figure, close), global_step, walltime, dataformats="CHW")
+
+    def add_pr_curve(self, tag: str, labels: Any, predictions: Any, global_step: int | None = None,
+                     num_thresholds: int = 127, weights: Any = None, walltime: float | None = None) -> None:
+        """A precision-recall curve (pr_curves plugin): labels 0/1, predictions in [0, 1], at most 127 thresholds."""
+        check_tag(tag)
+        inputs = pr_curves.checked_inputs(tag, labels, predictions, num_thresholds, weights)
+        self._enqueue(None, _pr_curve_record, tag, inputs, to_step(global_step),
+                      time.time() if walltime is None else walltime)
+
+    def add_graph(self, model: Any, input_to_model: Any = None, verbose: bool = False,
+                  use_strict_trace: bool = True) -> None:
+        """The graph of one forward pass of an engine model (no gradients), as TensorBoard's GraphDef: `input_to_model`
+        is a Tensor or a tuple of them. `verbose` and `use_strict_trace` are accepted for torch's signature."""
+        if input_to_model is None:
+            raise ValueError("add_graph: input_to_model is needed to run the model once")
+        inputs = tuple(input_to_model) if isinstance(input_to_model, (tuple, list)) else (input_to_model,)
+        graph_def = graph.trace_graph(model, inputs).SerializeToString()
+        self._enqueue(None, graph.graph_event, graph_def, time.time())
+
+    def add_embedding(self, mat: Any, metadata: Sequence[Any] | None = None, label_img: Any = None,
+                      global_step: int | None = None, tag: str = "default",
+                      metadata_header: Sequence[Any] | None = None) -> None:
+        """Points for TensorBoard's projector: files under `<log_dir>/<step:05d>/<tag>/` and the run's
+        `projector_config.pbtxt`, written on the calling thread (torch's layout)."""
+        check_tag(tag)
+        entry = embedding.write_embedding(self.log_dir, mat, metadata, label_img, to_step(global_step), tag,
+                                          metadata_header)
+        self._embeddings.append(entry)
+        embedding.write_config(self.log_dir, self._embeddings)
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Any],
                     hparam_domain_discrete: Mapping[str, Sequence[Any]] | None = None, run_name: str | None = None,

@@ -11,7 +11,8 @@ from instrumentation.format.alerts import Alert, AlertWriter
 
 pytestmark = pytest.mark.browser
 TIMEOUT_MS = 60_000
-PAGES = ("/", "/scalars", "/histograms", "/dynamics", "/alerts", "/memory", "/profile", "/system")
+PAGES = ("/", "/scalars", "/histograms", "/dynamics", "/alerts", "/memory", "/profile", "/system", "/text", "/images",
+         "/hparams", "/pr_curves")
 PAGE_READY = {  # something each page draws once its callbacks ran, so the page is checked working, not blank
     "/": "table.fs-table tbody tr",
     "/scalars": ".js-plotly-plot .main-svg",
