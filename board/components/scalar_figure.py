@@ -75,8 +75,9 @@ def run_traces(view: ScalarView, x_axis: XAxis, smoothing: bool) -> list[dict[st
             "hovertemplate": f"%{{text}}<extra>{view.run}</extra>",
         },
     ]
-    if smoothing:
-        traces[0]["hoverinfo"] = "skip"  # the smoothed trace's label carries the raw value
+    if smoothing:  # the smoothed trace's label carries the raw value
+        traces[0]["hoverinfo"] = "skip"
+        del traces[0]["hovertemplate"]  # Plotly shows a hovertemplate whatever hoverinfo says
     return traces
 
 
