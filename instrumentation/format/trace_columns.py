@@ -8,7 +8,8 @@ import numpy as np
 
 from instrumentation.format.gcpause import gc_paused
 from instrumentation.format import trace as fmt
-from instrumentation.format.trace_torch import FLOW_FWDBWD, backward_ops, flow_targets, memory_events, op_memory
+from instrumentation.format.trace_torch import (FLOW_FWDBWD, backward_ops, flow_targets, kernel_phases, launches,
+                                                memory_events, op_memory)
 
 _EMPTY: dict[str, Any] = {}
 # torch.profiler categories and names mapped onto ours.
@@ -97,7 +98,8 @@ def _columns(trace: dict[str, Any]) -> TraceColumns:
     if source == "flowscope":
         return TraceColumns(_op_columns(ops, span_columns), span_columns, memory_ts, memory_bytes, metadata, source)
     memory = memory_events(events, _thread_id)  # torch.profiler(profile_memory=True)
-    op_columns = _op_columns(ops, span_columns, memory=memory, flow_ends=flow_targets(events, FLOW_FWDBWD, _thread_id))
+    op_columns = _op_columns(ops, span_columns, memory=memory, flow_ends=flow_targets(events, FLOW_FWDBWD, _thread_id),
+                             launched=launches(events, _thread_id))
     if len(memory) and not len(counters):
         memory_ts, memory_bytes = memory.ts_us, memory.total_bytes
     return TraceColumns(op_columns, span_columns, memory_ts, memory_bytes, metadata, source)
@@ -171,7 +173,8 @@ def _steps_at(spans: SpanColumns, ts_us: np.ndarray) -> np.ndarray:
     return np.where(inside, spans.step[order][np.maximum(slot, 0)], -1)
 
 
-def _op_columns(ops: list[dict], spans: SpanColumns, memory=None, flow_ends: set | None = None) -> OpColumns:
+def _op_columns(ops: list[dict], spans: SpanColumns, memory=None, flow_ends: set | None = None,
+                launched: dict | None = None) -> OpColumns:
     args = [e.get("args") or _EMPTY for e in ops]
     name_codes, names = _codes([str(e.get("name", "")) for e in ops])
     kernel_cats = _TORCH_KERNEL_CATS | {fmt.CAT_KERNEL}
@@ -191,6 +194,8 @@ def _op_columns(ops: list[dict], spans: SpanColumns, memory=None, flow_ends: set
     if len(ops) and (phase < 0).any():
         backward = backward_ops(names, name_codes, args, ts, dur, tid, flow_ends or set())
         phase = np.where(phase < 0, _torch_phase(backward, ts, spans), phase).astype(np.int8)
+        if launched:  # device ops take the phase of the host op that launched them
+            phase = kernel_phases(args, category == 1, ts, dur, tid, phase, launched)
     freed = np.zeros(len(ops), dtype=np.int64)
     if memory is not None and len(memory):
         allocated, freed = op_memory(ts, dur, tid, memory)

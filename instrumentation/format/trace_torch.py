@@ -123,3 +123,36 @@ def op_memory(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, memory: MemoryEv
     np.add.at(allocated, owner[alloc], memory.bytes[alloc])
     np.add.at(freed, owner[free], -memory.bytes[free])
     return allocated, freed
+
+
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")  # host-side launches: cudaLaunchKernel, cudaMemcpyAsync …
+
+
+def launches(events: list[Any], thread_id) -> dict[int, tuple[int, float]]:
+    """correlation id -> (tid, ts) of the host runtime call that launched a device op."""
+    found = {}
+    for event in events:
+        if type(event) is dict and event.get("ph") == "X" and event.get("cat") in RUNTIME_CATS:
+            correlation = (event.get("args") or _EMPTY).get(CORRELATION)
+            if correlation is not None:
+                found[correlation] = (thread_id(event), float(event.get("ts", 0.0)))
+    return found
+
+
+def kernel_phases(args: list[dict], kernel: np.ndarray, ts: np.ndarray, dur: np.ndarray, tid: np.ndarray,
+                  phase: np.ndarray, launched: dict[int, tuple[int, float]]) -> np.ndarray:
+    """A device op's phase is the phase of the host op that launched it (the innermost op holding its runtime
+    call, matched by ``correlation`` as torch's ``ac2g`` flows draw it); kernels without a known launch keep
+    ``phase``."""
+    rows = [i for i in np.flatnonzero(kernel).tolist() if (args[i].get(CORRELATION) in launched)]
+    if not rows or not launched:
+        return phase
+    host = np.flatnonzero(~kernel)
+    calls = [launched[args[i][CORRELATION]] for i in rows]
+    owner = owners(ts[host], dur[host], tid[host], np.array([c[1] for c in calls], dtype=np.float64),
+                   np.array([c[0] for c in calls], dtype=np.int64))
+    phase = phase.copy()
+    for row, launcher in zip(rows, owner.tolist()):
+        if launcher >= 0:
+            phase[row] = phase[host[launcher]]
+    return phase

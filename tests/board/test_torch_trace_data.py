@@ -92,3 +92,42 @@ def test_nesting_helpers_on_hand_written_intervals() -> None:
     at_tid = np.array([1, 1, 1, 1, 1, 1, 2])
     # a point at 10 is at D's start: D (which opened there) owns it, not A (ending there)
     assert owners(ts, dur, tid, at_ts, at_tid).tolist() == [0, 2, 1, 3, 3, -1, 4]
+
+
+def test_kernels_keep_their_stream_and_take_the_phase_of_the_op_that_launched_them() -> None:
+    """A hand-written torch trace of one CUDA step: forward addmm and backward mm each launch a kernel (matched by
+    `correlation`, drawn by an `ac2g` flow); the backward runs on the autograd thread (tid 20)."""
+    host, autograd, stream = 10, 20, 7
+
+    def op(name, tid, ts, dur, cat="cpu_op", **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    def kernel(name, ts, dur, correlation):
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                "args": {"correlation": correlation, "stream": stream, "device": 0}}
+
+    events = [
+        op("ProfilerStep#0", host, 0, 100, cat="user_annotation"),
+        op("aten::addmm", host, 1, 10, **{"Sequence number": 3, "Fwd thread id": 0}),
+        op("cudaLaunchKernel", host, 2, 3, cat="cuda_runtime", correlation=7),
+        kernel("sgemm_fwd", 6, 4, 7),
+        op("autograd::engine::evaluate_function: AddmmBackward0", autograd, 20, 30, **{"Sequence number": 3,
+                                                                                        "Fwd thread id": 1}),
+        op("aten::mm", autograd, 22, 10),
+        op("cudaLaunchKernel", autograd, 23, 2, cat="cuda_runtime", correlation=8),
+        kernel("sgemm_bwd", 26, 5, 8),
+        kernel("unlaunched_copy", 60, 1, 99),
+        {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": host, "ts": 2, "name": "ac2g"},
+        {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": stream, "ts": 6, "name": "ac2g", "bp": "e"},
+    ]
+    columns = columns_from_trace({"schemaVersion": 1, "traceEvents": events})
+    ops = columns.ops
+    by_name = {ops.names[ops.name[i]]: i for i in range(len(ops))}
+    phase = {name: fmt.PHASES[ops.phase[i]] for name, i in by_name.items()}
+    assert phase == {"aten::addmm": "forward", "sgemm_fwd": "forward", "aten::mm": "backward",
+                     "sgemm_bwd": "backward", "unlaunched_copy": "forward",
+                     "autograd::engine::evaluate_function: AddmmBackward0": "backward"}
+    kernels = [name for name, i in by_name.items() if ops.category[i] == 1]
+    assert sorted(kernels) == ["sgemm_bwd", "sgemm_fwd", "unlaunched_copy"]
+    assert {int(ops.tid[by_name[k]]) for k in kernels} == {stream}
+    assert ops.step[by_name["sgemm_bwd"]] == 0
