@@ -10,6 +10,7 @@ from board.components.empty_state import empty_state
 from board.context import board_context
 from board.data.filters import matching, pattern_error
 from board.data.tag_groups import TagGroup, group_tags
+from board.data.views import X_AXES
 from board.pages.scalar_charts import chart, register_chart_callbacks
 
 dash.register_page(__name__, path="/scalars", name="Scalars", order=1, title="flowscope · scalars")
@@ -30,7 +31,7 @@ def layout(**_query: str) -> html.Div:
             html.Div(dcc.Slider(id="scalars-smoothing", min=0, max=0.99, step=0.01, value=DEFAULT_SMOOTHING,
                                 marks={0: "0", 0.5: "0.5", 0.99: "0.99"}), style={"width": "14em"}),
             html.Span(f"{DEFAULT_SMOOTHING:.2f}", id="scalars-smoothing-value", className="fs-slider-value"),
-            dcc.RadioItems(id="scalars-x-axis", options=[{"label": a, "value": a} for a in ("step", "relative", "wall")],
+            dcc.RadioItems(id="scalars-x-axis", options=[{"label": a, "value": a} for a in X_AXES],
                            value="step", inline=True),
             dcc.Checklist(id="scalars-log-y", options=[{"label": "log y", "value": "log"}], value=[], inline=True),
         ]),
