@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 from dash import dcc, html
 
 from board.data.alerts import RunAlert
-from instrumentation.format.alert_names import MEMORY_KINDS, SNAPSHOT
+from instrumentation.format.alert_names import INPUT_BOUND, MEMORY_KINDS, SNAPSHOT
 
 SEVERITY_BADGES = {"error": "fs-badge fs-badge-error", "warning": "fs-badge fs-badge-warn", "info": "fs-badge"}
 
@@ -19,8 +19,15 @@ def dynamics_link(run: str, step: int) -> str:
     return "/dynamics?" + urlencode({"run": run, "step": step})
 
 
+def profile_link(run: str, step: int) -> str:
+    return "/profile?" + urlencode({"run": run, "step": step})
+
+
 def alert_link(item: RunAlert) -> str:
-    """Where an alert's evidence is shown: the Memory page (with its snapshot) or the step on the Dynamics page."""
+    """Where an alert's evidence is shown: the Memory page (with its snapshot), the step on the Profile page (where
+    the time waiting for data is split out) for an input-bound run, else the step on the Dynamics page."""
+    if item.alert.kind == INPUT_BOUND:
+        return profile_link(item.run, item.alert.step)
     if item.alert.kind in MEMORY_KINDS:
         query = {"run": item.run}
         snapshot = item.alert.evidence.get(SNAPSHOT)

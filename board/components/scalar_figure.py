@@ -1,4 +1,5 @@
-"""Scalar chart: one raw (faint when smoothing), one smoothed and one non-finite-marker trace per run."""
+"""Scalar chart: one raw (faint when smoothing), one smoothed and one non-finite-marker trace per run; a hover label
+listing every run at the hovered step sorted by value; unit axes (IEC bytes, SI times) from the tag's suffix."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,11 +8,15 @@ import numpy as np
 
 from board.components.colors import run_color, with_alpha
 from board.data.views import ScalarView, XAxis
+from instrumentation.format.units import TagUnit, tag_unit, unit_ticks
 
 FEW_POINTS = 30  # series this short are drawn with markers too
 TRACES_PER_RUN = 3  # raw, smoothed, non-finite markers: run k owns traces 3k .. 3k+2
+_TIME_SUFFIX = {1e-9: "ns", 1e-6: "µs", 1e-3: "ms", 1.0: "s"}
 X_TITLES = {"step": "step", "relative": "relative time (s)", "wall": "wall time (UTC)"}
 _NONFINITE_Y = {"nan": 0.5, "inf": 0.97, "-inf": 0.03}  # on the overlay axis y2, in [0, 1]
+CONSTANT_SPAN = 1e-12  # a y span this small relative to the values is a constant series: drawn around its value
+CONSTANT_PAD = 0.1  # a constant's axis spans its value ± this share of it (± 1 around 0)
 
 
 def display_x(x: np.ndarray, x_axis: XAxis) -> list[Any]:
@@ -28,8 +33,10 @@ def nonfinite_kind(values: np.ndarray) -> list[str]:
 def run_traces(view: ScalarView, x_axis: XAxis, smoothing: bool) -> list[dict[str, Any]]:
     """The three traces of one run, as lists (not typed arrays) so live updates can extend them."""
     color = run_color(view.run)
+    unit = tag_unit(view.tag)
+    suffix = "" if unit is None else (" B" if unit.kind == "bytes" else " " + _TIME_SUFFIX[unit.size])
     kinds = nonfinite_kind(view.nonfinite_values)
-    return [
+    traces = [
         {
             "type": "scatter",
             "mode": "lines+markers" if len(view.x) <= FEW_POINTS else "lines",  # a lone point stays visible
@@ -40,7 +47,7 @@ def run_traces(view: ScalarView, x_axis: XAxis, smoothing: bool) -> list[dict[st
             "x": display_x(view.x, x_axis),
             "y": view.raw.tolist(),
             "line": {"color": with_alpha(color, 0.25) if smoothing else color, "width": 1},
-            "hovertemplate": f"{view.run}<br>%{{x}}: %{{y:.6g}}<extra>raw</extra>",
+            "hovertemplate": f"%{{y:.6g}}{suffix}<extra>{view.run}</extra>",
         },
         {
             "type": "scatter",
@@ -50,8 +57,9 @@ def run_traces(view: ScalarView, x_axis: XAxis, smoothing: bool) -> list[dict[st
             "showlegend": smoothing,
             "x": display_x(view.x, x_axis) if smoothing else [],
             "y": view.smoothed.tolist() if smoothing and view.smoothed is not None else [],
+            "customdata": view.raw.tolist() if smoothing else [],
             "line": {"color": color, "width": 1.8},
-            "hovertemplate": f"{view.run}<br>%{{x}}: %{{y:.6g}}<extra>smoothed</extra>",
+            "hovertemplate": f"%{{y:.6g}}{suffix} (raw %{{customdata:.6g}})<extra>{view.run}</extra>",
         },
         {
             "type": "scatter",
@@ -64,9 +72,13 @@ def run_traces(view: ScalarView, x_axis: XAxis, smoothing: bool) -> list[dict[st
             "y": [_NONFINITE_Y[k] for k in kinds],
             "text": kinds,
             "marker": {"symbol": "x", "size": 9, "color": color, "line": {"width": 2, "color": "#cc0000"}},
-            "hovertemplate": f"{view.run}<br>%{{x}}: %{{text}}<extra>non-finite</extra>",
+            "hovertemplate": f"%{{text}}<extra>{view.run}</extra>",
         },
     ]
+    if smoothing:  # the smoothed trace's label carries the raw value
+        traces[0]["hoverinfo"] = "skip"
+        del traces[0]["hovertemplate"]  # Plotly shows a hovertemplate whatever hoverinfo says
+    return traces
 
 
 def scalar_figure(tag: str, views: list[ScalarView], *, x_axis: XAxis, log_y: bool, smoothing: bool) -> dict[str, Any]:
@@ -80,16 +92,48 @@ def scalar_figure(tag: str, views: list[ScalarView], *, x_axis: XAxis, log_y: bo
             "height": 320,
             "margin": {"l": 55, "r": 10, "t": 30, "b": 75},
             "uirevision": f"{tag}|{x_axis}|{log_y}",
-            "hovermode": "closest",
+            "hovermode": "x unified",
+            "hoversort": "value descending",
             "showlegend": True,
             "legend": {"orientation": "h", "y": -0.3, "yanchor": "top", "font": {"size": 10}},
             "xaxis": {"title": {"text": X_TITLES[x_axis], "standoff": 4}, "type": "date" if x_axis == "wall" else "linear"},
-            "yaxis": {"type": "log" if log_y else "linear", "exponentformat": "e"},
+            "yaxis": y_axis(tag, views, log_y=log_y, smoothing=smoothing),
             "yaxis2": {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
             "plot_bgcolor": "#fff",
             "annotations": [] if views else [_empty_note("no run matches the filter")],
         },
     }
+
+
+def _y_extent(views: list[ScalarView], smoothing: bool) -> tuple[float, float] | None:
+    """The smallest and largest finite value drawn, or None when nothing finite is."""
+    parts = [v.raw for v in views] + ([v.smoothed for v in views if v.smoothed is not None] if smoothing else [])
+    values = np.concatenate(parts) if parts else np.empty(0)
+    values = values[np.isfinite(values)]
+    return (float(values.min()), float(values.max())) if len(values) else None
+
+
+def y_axis(tag: str, views: list[ScalarView], *, log_y: bool, smoothing: bool) -> dict[str, Any]:
+    """Plotly's autorange, except: a constant series gets a range around its value (so float noise never sets the
+    scale), and a tag with a unit suffix gets ticks in IEC bytes or SI times ("512 KiB", "12 ms")."""
+    axis: dict[str, Any] = {"type": "log" if log_y else "linear", "exponentformat": "e", "autorange": True}
+    extent = _y_extent(views, smoothing)
+    if extent is None or log_y:
+        return axis
+    low, high = extent
+    if high - low <= CONSTANT_SPAN * max(abs(low), abs(high)):
+        pad = abs(high) * CONSTANT_PAD or 1.0
+        low, high = high - pad, high + pad
+        axis.update(autorange=False, range=[low, high])
+    unit = tag_unit(tag)
+    if unit is not None:
+        axis.update(_unit_ticks(low, high, unit))
+    return axis
+
+
+def _unit_ticks(low: float, high: float, unit: TagUnit) -> dict[str, Any]:
+    values, labels = unit_ticks(low, high, unit)
+    return {"tickmode": "array", "tickvals": values, "ticktext": labels}
 
 
 def _empty_note(text: str) -> dict[str, Any]:

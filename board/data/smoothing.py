@@ -9,7 +9,9 @@ For points (s_i, v_i) with steps strictly increasing and a slider weight w in [0
 
 Δ is the series' typical step spacing (the median of its first `SPACING_SAMPLE` gaps), so with even spacing
 this is exactly TensorBoard's debiased EMA, and a gap of k typical spacings decays the past by w**k instead
-of w. Non-finite values are passed through unchanged and do not enter the average.
+of w. Non-finite values are passed through unchanged and do not enter the average. Each smoothed value is clamped
+to the running minimum and maximum of the values before it (where the exact average lies), so rounding never
+draws noise on a constant series.
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ class EmaState:
     last_step: float
     mean: float
     mass: float
+    low: float  # the smallest and largest finite value averaged so far
+    high: float
 
 
 def ema(steps: np.ndarray, values: np.ndarray, weight: float, state: EmaState | None = None) -> tuple[np.ndarray, EmaState | None]:
@@ -63,12 +67,25 @@ def ema(steps: np.ndarray, values: np.ndarray, weight: float, state: EmaState | 
         smoothed, mean, mass = _constant_gap_ema(vf, *alphas, carry)
     else:
         smoothed, mean, mass = _debiased_ema(sf.astype(np.float64) / spacing, vf, -np.log(weight), carry)
-    new_state = EmaState(weight, spacing, float(sf[-1]), mean, mass)
+    low, high = _running_bounds(vf, state)
+    # NOTE: each smoothed value is a convex combination of the values so far, so it lies between their running
+    # minimum and maximum; clamping there removes rounding noise without moving a correct value (a constant
+    # series smooths to exactly that constant).
+    np.clip(smoothed, low, high, out=smoothed)
+    new_state = EmaState(weight, spacing, float(sf[-1]), mean, mass, float(low[-1]), float(high[-1]))
     if all_finite:
         return smoothed, new_state
     out = values.copy()
     out[finite] = smoothed
     return out, new_state
+
+
+def _running_bounds(values: np.ndarray, state: EmaState | None) -> tuple[np.ndarray, np.ndarray]:
+    low, high = np.minimum.accumulate(values), np.maximum.accumulate(values)
+    if state is not None:
+        np.minimum(low, state.low, out=low)
+        np.maximum(high, state.high, out=high)
+    return low, high
 
 
 def _evenly_spaced(steps: np.ndarray) -> bool:

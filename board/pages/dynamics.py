@@ -42,14 +42,20 @@ def layout(run: str | None = None, step: str | None = None, **_query: str) -> ht
             html.Button("clear step", id="dynamics-clear-step", className="fs-step-button"),
         ]),
         dcc.Store(id="dynamics-step", data=_step(step)),
-        dcc.Graph(id="dynamics-heatmap", config={"displaylogo": False}),
-        html.Div(className="fs-grid2", children=[
-            dcc.Graph(id=f"dynamics-{name}", config={"displaylogo": False}) for name in GRAPHS[1:]]),
+        html.Div(id="dynamics-charts", style=_charts_style(chosen), children=[  # no run: the note above, no blank charts
+            dcc.Graph(id="dynamics-heatmap", config={"displaylogo": False}),
+            html.Div(className="fs-grid2", children=[
+                dcc.Graph(id=f"dynamics-{name}", config={"displaylogo": False}) for name in GRAPHS[1:]]),
+        ]),
         html.H3("Alerts of this run"),
         html.Div(id="dynamics-alerts"),
         dcc.Store(id="dynamics-alerts-shown"),
         dcc.Interval(id="dynamics-poll", interval=context.config.browser_poll_ms),
     ])
+
+
+def _charts_style(run: str | None) -> dict[str, str]:
+    return {} if run else {"display": "none"}
 
 
 def figures(run: str | None, step: int | None) -> list[dict[str, Any]]:
@@ -83,10 +89,10 @@ def register_callbacks(app: Dash) -> None:
         return no_update  # the alert table was re-rendered: no click
 
     @app.callback(*[Output(f"dynamics-{name}", "figure") for name in GRAPHS], Output("dynamics-step-label", "children"),
-                  Input("dynamics-run", "value"), Input("dynamics-step", "data"), Input("dynamics-poll", "n_intervals"))
+                  Output("dynamics-charts", "style"), Input("dynamics-run", "value"), Input("dynamics-step", "data"), Input("dynamics-poll", "n_intervals"))
     def _figures(run: str | None, step: int | None, _ticks: int | None):
         label = f"selected step: {step}" if step is not None else "click an alert's step to mark it on the charts"
-        return *figures(run, step), label
+        return *figures(run, step), label, _charts_style(run)
 
     @app.callback(Output("dynamics-alerts", "children"), Output("dynamics-run", "options"),
                   Output("dynamics-alerts-shown", "data"),

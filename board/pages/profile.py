@@ -41,16 +41,25 @@ def _run_dirs() -> dict:
             if location.event_files}  # NOTE: not a directory listed only because it could not be read
 
 
-def layout(**_query: str) -> html.Div:
+def _default_capture(captures: list[Capture], run: str | None) -> Capture | None:
+    """The newest capture of ``run`` (a link from an alert), else the newest of all."""
+    return next((c for c in captures if c.run == run), captures[0] if captures else None)
+
+
+def layout(run: str | None = None, step: str | None = None, **_query: str) -> html.Div:
     context = board_context()
-    options = [{"label": c.label, "value": c.key} for c in _captures().values()]
+    captures = list(_captures().values())
+    options = [{"label": c.label, "value": c.key} for c in captures]
     allowed = context.config.allows_capture_requests
     runs = sorted(_run_dirs())
+    default = _default_capture(captures, run)
+    # the run to capture is the shown capture's run, so that the two defaults name the same run
+    request_run = default.run if default is not None and default.run in runs else (runs[0] if runs else None)
     return html.Div([
         html.H2("Profile"),
         html.Div(className="fs-controls", children=[
             html.Label("capture", htmlFor="profile-capture"),
-            dcc.Dropdown(id="profile-capture", options=options, value=options[0]["value"] if options else None,
+            dcc.Dropdown(id="profile-capture", options=options, value=default.key if default else None,
                          clearable=False, placeholder="no capture yet", style={"minWidth": "30em"}),
             html.Label("group by"),
             dcc.RadioItems(id="profile-group-by", options=["op", "module", "shape"], value="op", inline=True),
@@ -59,7 +68,7 @@ def layout(**_query: str) -> html.Div:
         ]),
         html.Div(className="fs-controls", children=[
             html.Label("capture run", htmlFor="profile-request-run"),
-            dcc.Dropdown(id="profile-request-run", options=runs, value=runs[0] if runs else None, clearable=False,
+            dcc.Dropdown(id="profile-request-run", options=runs, value=request_run, clearable=False,
                          style={"minWidth": "16em"}, disabled=not allowed),
             dcc.Input(id="profile-request-steps", type="number", min=1, max=fmt.MAX_REQUEST_STEPS, step=1,
                       value=DEFAULT_REQUEST_STEPS, style={"width": "5em"}, disabled=not allowed),
@@ -87,6 +96,7 @@ def layout(**_query: str) -> html.Div:
         html.Div(className="fs-controls", children=[
             html.Label("step", htmlFor="profile-step"),
             dcc.Dropdown(id="profile-step", options=[], value=None, clearable=False, style={"minWidth": "8em"}),
+            dcc.Store(id="profile-query-step", data=int(step) if step and step.lstrip("-").isdigit() else None),
             html.Span("click a bar above to pick its step; drag on the timeline to zoom", className="fs-muted"),
         ]),
         dcc.Graph(id="profile-timeline", config={"displaylogo": False}),
@@ -111,8 +121,8 @@ def register_callbacks(app: Dash) -> None:
     @app.callback(Output("profile-breakdown", "figure"), Output("profile-summary", "children"),
                   Output("profile-step", "options"), Output("profile-step", "value"),
                   Input("profile-capture", "value"), Input("profile-breakdown", "clickData"),
-                  State("profile-step", "value"))
-    def _breakdown(key: str | None, click: dict | None, step: int | None):
+                  State("profile-step", "value"), State("profile-query-step", "data"))
+    def _breakdown(key: str | None, click: dict | None, step: int | None, wanted: int | None):
         capture, columns, problem = _load(key)
         if columns is None:
             return breakdown_figure(StepBreakdown.empty()), problem, [], None
@@ -128,6 +138,7 @@ def register_callbacks(app: Dash) -> None:
         if breakdown.gpu_busy_ms is not None and breakdown.step_ms.sum() > 0:
             summary += f" · GPU busy {breakdown.gpu_busy_ms.sum() / breakdown.step_ms.sum():.0%} of step time"
         first = steps[len(steps) // 2] if steps else (int(columns.ops.step.max()) if len(columns.ops) else None)
+        first = wanted if wanted in steps else first  # the step a link asked for
         return (breakdown_figure(breakdown, f"step time · {capture.label}"), summary,
                 [{"label": str(s), "value": s} for s in steps], first)
 

@@ -8,6 +8,8 @@ import numpy as np
 
 from instrumentation.format.gcpause import gc_paused
 from instrumentation.format import trace as fmt
+from instrumentation.format.trace_torch import (FLOW_FWDBWD, backward_ops, flow_targets, kernel_phases, launches,
+                                                memory_events, op_memory)
 
 _EMPTY: dict[str, Any] = {}
 # torch.profiler categories and names mapped onto ours.
@@ -35,8 +37,9 @@ class OpColumns:
     phase: np.ndarray         # int8 index into fmt.PHASES
     shapes: np.ndarray        # int32 codes into shape strings
     shape_strings: tuple[str, ...]
-    bytes: np.ndarray         # int64 output bytes allocated (0 when unknown)
+    bytes: np.ndarray         # int64 output bytes allocated (0 when unknown); torch: the op's own [memory] allocations
     flops: np.ndarray         # float64, NaN when unknown
+    freed_bytes: np.ndarray   # int64 bytes the op itself freed (torch's [memory] events; 0 when unknown)
 
     def __len__(self) -> int:
         return len(self.ts_us)
@@ -92,8 +95,19 @@ def _columns(trace: dict[str, Any]) -> TraceColumns:
     memory_ts = np.array([e.get("ts", 0.0) for e in counters], dtype=np.float64)
     memory_bytes = _allocated_bytes([e.get("args") or _EMPTY for e in counters])
     span_columns = _span_columns(spans)
-    op_columns = _op_columns(ops, span_columns)
+    if source == "flowscope":
+        return TraceColumns(_op_columns(ops, span_columns), span_columns, memory_ts, memory_bytes, metadata, source)
+    memory = memory_events(events, _thread_id)  # torch.profiler(profile_memory=True)
+    op_columns = _op_columns(ops, span_columns, memory=memory, flow_ends=flow_targets(events, FLOW_FWDBWD, _thread_id),
+                             launched=launches(events, _thread_id))
+    if len(memory) and not len(counters):
+        memory_ts, memory_bytes = memory.ts_us, memory.total_bytes
     return TraceColumns(op_columns, span_columns, memory_ts, memory_bytes, metadata, source)
+
+
+def _thread_id(event: dict) -> int:
+    tid = event.get("tid", 0)
+    return tid if type(tid) is int else hash(tid)
 
 
 def _allocated_bytes(args: list[dict]) -> np.ndarray:
@@ -159,14 +173,15 @@ def _steps_at(spans: SpanColumns, ts_us: np.ndarray) -> np.ndarray:
     return np.where(inside, spans.step[order][np.maximum(slot, 0)], -1)
 
 
-def _op_columns(ops: list[dict], spans: SpanColumns) -> OpColumns:
+def _op_columns(ops: list[dict], spans: SpanColumns, memory=None, flow_ends: set | None = None,
+                launched: dict | None = None) -> OpColumns:
     args = [e.get("args") or _EMPTY for e in ops]
     name_codes, names = _codes([str(e.get("name", "")) for e in ops])
     kernel_cats = _TORCH_KERNEL_CATS | {fmt.CAT_KERNEL}
     category = np.array([e.get("cat") in kernel_cats for e in ops], dtype=np.int8)
     ts = np.array([e.get("ts", 0.0) for e in ops], dtype=np.float64)
     dur = np.array([e.get("dur", 0.0) for e in ops], dtype=np.float64)
-    tid = np.array([e.get("tid", 0) if type(e.get("tid", 0)) is int else hash(e.get("tid")) for e in ops], dtype=np.int64)
+    tid = np.array([_thread_id(e) for e in ops], dtype=np.int64)
     module, modules = _codes([a.get(fmt.ARG_MODULE) or "" for a in args], first=("",))
     shapes, shape_strings = _codes([_shape_text(a) for a in args])
     nbytes = np.array([a.get(fmt.ARG_BYTES) or 0 for a in args], dtype=np.int64)
@@ -177,9 +192,16 @@ def _op_columns(ops: list[dict], spans: SpanColumns) -> OpColumns:
     if len(ops) and (step < 0).any():
         step = np.where(step < 0, _steps_at(spans, ts), step)
     if len(ops) and (phase < 0).any():
-        phase = np.where(phase < 0, _torch_phase(names, name_codes, ts, spans), phase).astype(np.int8)
+        backward = backward_ops(names, name_codes, args, ts, dur, tid, flow_ends or set())
+        phase = np.where(phase < 0, _torch_phase(backward, ts, spans), phase).astype(np.int8)
+        if launched:  # device ops take the phase of the host op that launched them
+            phase = kernel_phases(args, category == 1, ts, dur, tid, phase, launched)
+    freed = np.zeros(len(ops), dtype=np.int64)
+    if memory is not None and len(memory):
+        allocated, freed = op_memory(ts, dur, tid, memory)
+        nbytes = np.where(nbytes == 0, allocated, nbytes)
     return OpColumns(name_codes, names, category, ts, dur, _self_times(ts, dur, tid), tid, step, module, modules,
-                     phase, shapes, shape_strings, nbytes, flops)
+                     phase, shapes, shape_strings, nbytes, flops, freed)
 
 
 def _shape_text(args: dict) -> str:
@@ -192,10 +214,9 @@ def _shape_text(args: dict) -> str:
     return ""
 
 
-def _torch_phase(names: tuple[str, ...], codes: np.ndarray, ts: np.ndarray, spans: SpanColumns) -> np.ndarray:
-    """Backward for autograd's ops (``*Backward*``, ``autograd::engine::…``), optimizer inside an optimizer span."""
-    backward = np.array(["Backward" in n or n.startswith("autograd::") for n in names], dtype=bool)
-    phase = np.where(backward[codes], 1, 0).astype(np.int8)
+def _torch_phase(backward: np.ndarray, ts: np.ndarray, spans: SpanColumns) -> np.ndarray:
+    """Backward for the ops autograd ran (trace_torch.backward_ops), optimizer inside an optimizer span."""
+    phase = np.where(backward, 1, 0).astype(np.int8)
     optimizer = spans.of(fmt.CAT_OPTIMIZER)
     for start, duration in zip(spans.ts_us[optimizer], spans.dur_us[optimizer]):
         phase[(ts >= start) & (ts <= start + duration)] = 2

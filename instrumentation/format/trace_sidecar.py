@@ -14,7 +14,7 @@ from instrumentation.format.confined import open_regular
 from instrumentation.format.trace_columns import OpColumns, SpanColumns, TraceColumns
 
 SIDECAR_SUFFIX = ".columns.npz"
-SIDECAR_VERSION = 1
+SIDECAR_VERSION = 2  # 2: op_freed_bytes; torch phases through autograd links
 HEADER = "header"  # uint8 array: UTF-8 JSON with the version, the trace's identity, string tables and metadata
 
 # Array name -> (dtype, owner) for every array besides the header; "ops"/"spans"/"memory" arrays share a length.
@@ -23,6 +23,7 @@ _ARRAYS: dict[str, tuple[str, str]] = {
     "op_dur_us": ("float64", "ops"), "op_self_us": ("float64", "ops"), "op_tid": ("int64", "ops"),
     "op_step": ("int64", "ops"), "op_module": ("int32", "ops"), "op_phase": ("int8", "ops"),
     "op_shapes": ("int32", "ops"), "op_bytes": ("int64", "ops"), "op_flops": ("float64", "ops"),
+    "op_freed_bytes": ("int64", "ops"),
     "span_category": ("int8", "spans"), "span_name": ("int32", "spans"), "span_ts_us": ("float64", "spans"),
     "span_dur_us": ("float64", "spans"), "span_step": ("int64", "spans"),
     "memory_ts_us": ("float64", "memory"), "memory_bytes": ("int64", "memory"),
@@ -59,6 +60,7 @@ def write_sidecar(path: str | os.PathLike[str], columns: TraceColumns, trace_byt
               "op_name": ops.name, "op_category": ops.category, "op_ts_us": ops.ts_us, "op_dur_us": ops.dur_us,
               "op_self_us": ops.self_us, "op_tid": ops.tid, "op_step": ops.step, "op_module": ops.module,
               "op_phase": ops.phase, "op_shapes": ops.shapes, "op_bytes": ops.bytes, "op_flops": ops.flops,
+              "op_freed_bytes": ops.freed_bytes,
               "span_category": spans.category, "span_name": span_codes, "span_ts_us": spans.ts_us,
               "span_dur_us": spans.dur_us, "span_step": spans.step,
               "memory_ts_us": columns.memory_ts_us, "memory_bytes": columns.memory_bytes}
@@ -92,7 +94,7 @@ def read_sidecar(trace_path: str | os.PathLike[str], root: str | os.PathLike[str
     ops = OpColumns(arrays["op_name"], tuple(header["names"]), arrays["op_category"], arrays["op_ts_us"],
                     arrays["op_dur_us"], arrays["op_self_us"], arrays["op_tid"], arrays["op_step"], arrays["op_module"],
                     tuple(header["modules"]), arrays["op_phase"], arrays["op_shapes"], tuple(header["shape_strings"]),
-                    arrays["op_bytes"], arrays["op_flops"])
+                    arrays["op_bytes"], arrays["op_flops"], arrays["op_freed_bytes"])
     spans = SpanColumns(arrays["span_category"], span_names, arrays["span_ts_us"], arrays["span_dur_us"],
                         arrays["span_step"])
     return TraceColumns(ops, spans, arrays["memory_ts_us"], arrays["memory_bytes"], header["metadata"],

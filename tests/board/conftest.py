@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from board_helpers import REPO
 from instrumentation import SummaryWriter
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("FLOWSCOPE_CHROMIUM", "/usr/bin/chromium")  # Debian's; another path for a check
 # NOTE: expect() waits 5 s by default whatever page.set_default_timeout says; on a loaded 2-core machine a
 # board callback can take longer. This bounds waits for a state, it measures nothing.
 expect.set_options(timeout=30_000)
@@ -23,10 +23,21 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-ru
                "--disable-component-update", "--disable-sync"]
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Say loudly, at the end of `make test`, that the browser tests did not run when chromium is missing."""
+    if Path(CHROMIUM).exists():
+        return
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "chromium" in str(r.longrepr)]
+    terminalreporter.write_sep("!", f"{len(skipped)} BROWSER TESTS SKIPPED: Debian's chromium is not installed", red=True,
+                               bold=True)
+    terminalreporter.write_line("install it with `apt-get install -y chromium` (never `playwright install`) and rerun "
+                                "`make test`: the board's pages are only tested in a real browser.", red=True)
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+        pytest.skip(f"Debian's chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": LAUNCH_ARGS}
 
 

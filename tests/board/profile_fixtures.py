@@ -35,8 +35,9 @@ def profiled_engine_run(run_dir: Path, steps: int = 6, watched: bool = False) ->
     return prof.traces_written[0]
 
 
-def torch_profiler_trace(directory: Path, steps: int = 4) -> Path:
-    """``torch.profiler`` on a small PyTorch MLP, exported with its TensorBoard handler (``*.pt.trace.json``)."""
+def torch_profiler_trace(directory: Path, steps: int = 4, profile_memory: bool = False, keep: list | None = None) -> Path:
+    """``torch.profiler`` on a small PyTorch MLP, exported with its TensorBoard handler (``*.pt.trace.json``);
+    ``profile_memory`` records torch's ``[memory]`` events; ``keep`` receives the profiler (for key_averages)."""
     import torch
 
     torch.manual_seed(0)
@@ -46,12 +47,14 @@ def torch_profiler_trace(directory: Path, steps: int = 4) -> Path:
     handler = torch.profiler.tensorboard_trace_handler(str(directory), worker_name="worker0")
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                on_trace_ready=handler, record_shapes=True) as prof:
+                                on_trace_ready=handler, record_shapes=True, profile_memory=profile_memory) as prof:
         for _ in range(steps + 1):
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(x), y).backward()
             optimizer.step()
             prof.step()
+    if keep is not None:
+        keep.append(prof)
     return next(Path(directory).glob("*.pt.trace.json*"))
 
 

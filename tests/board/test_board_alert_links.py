@@ -23,3 +23,9 @@ def test_training_alerts_open_the_step_on_the_dynamics_page():
     table = all_alerts_table([spike])
     link = table.children[1].children[0].children[1].children
     assert link.href == "/dynamics?run=r&step=3"
+
+
+def test_input_bound_alerts_open_the_step_on_the_profile_page():
+    waiting = RunAlert("exp/r", Alert("input_bound", "warning", "data", "waits for data", 12, 0.0, {}))
+    url = urlsplit(alert_link(waiting))
+    assert url.path == "/profile" and parse_qs(url.query) == {"run": ["exp/r"], "step": ["12"]}

@@ -139,7 +139,8 @@ def _sections_request(run_filter: object, tag_filter: object) -> dict:
             "outputs": [{"id": "scalars-sections", "property": "children"}, {"id": "scalars-tag-list", "property": "data"}],
             "inputs": [{"id": "scalars-poll", "property": "n_intervals", "value": 1},
                        {"id": "scalars-run-filter", "property": "value", "value": run_filter},
-                       {"id": "scalars-tag-filter", "property": "value", "value": tag_filter}],
+                       {"id": "scalars-tag-filter", "property": "value", "value": tag_filter},
+                       {"id": "scalars-pinned", "property": "data", "value": []}],
             "state": [{"id": "scalars-tag-list", "property": "data", "value": []}],
             "changedPropIds": ["scalars-tag-filter.value"]}
 

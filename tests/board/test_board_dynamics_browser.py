@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+import numpy as np
+from board_helpers import write_scalars
 from dynamics_fixture import write_dynamics_logdir
 
 pytestmark = pytest.mark.browser
@@ -89,4 +91,17 @@ def test_alerts_page_lists_every_run_filters_by_kind_and_links_to_the_step(page:
     table.filter(has_text="dead_relu").locator("a").click()
     expect(page.locator("#dynamics-step-label")).to_have_text("selected step: 9")
     assert page.url.endswith("/dynamics?run=dead_relu&step=9")
+    assert errors == []
+
+
+def test_a_logdir_without_dynamics_tags_gets_a_message_and_no_blank_charts(page: Page, tmp_path: Path,
+                                                                           serve_board) -> None:
+    write_scalars(tmp_path / "logs" / "plain", "loss", np.arange(20), np.linspace(1, 0, 20))
+    board = serve_board(tmp_path / "logs")
+    errors = watch_console(page)
+    page.set_default_timeout(60_000)
+    page.goto(board.url + "/dynamics")
+    expect(page.locator("#empty-dynamics-tags")).to_contain_text("instrumentation.watch")
+    expect(page.locator("#dynamics-charts")).to_be_hidden()
+    expect(page.locator("#dynamics-heatmap")).to_be_hidden()
     assert errors == []

@@ -77,3 +77,23 @@ def test_zero_weight_is_identity_and_bad_weight_rejected() -> None:
     np.testing.assert_array_equal(ema(np.arange(3), values, 0.0)[0], values)
     with pytest.raises(ValueError):
         ema(np.arange(3), values, 1.0)
+
+
+@pytest.mark.parametrize("weight", [0.6, 0.9, 0.99, 0.999])
+@pytest.mark.parametrize("value", [0.0625, 0.1, -3.3e-7, 2.28e5])
+def test_a_constant_series_smooths_to_exactly_that_constant(weight: float, value: float) -> None:
+    rng = np.random.default_rng(0)
+    even = np.arange(675)
+    uneven = np.cumsum(rng.integers(1, 9, 675))
+    for steps in (even, uneven):
+        values = np.full(len(steps), np.float32(value), dtype=np.float64)
+        smoothed, state = ema(steps, values, weight)
+        assert set(smoothed.tolist()) == {values[0]}
+        more, _ = ema(steps[-1] + 1 + np.arange(50), np.full(50, values[0]), weight, state)  # appended later
+        assert set(more.tolist()) == {values[0]}
+
+
+def test_clamping_keeps_smoothed_values_inside_the_values_seen_so_far() -> None:
+    values = np.random.default_rng(1).normal(size=5000) * 1e-3 + 1.0
+    smoothed, _ = ema(np.arange(5000), values, 0.99)
+    assert (smoothed >= np.minimum.accumulate(values)).all() and (smoothed <= np.maximum.accumulate(values)).all()

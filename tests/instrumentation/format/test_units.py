@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from instrumentation.format.units import IEC_UNITS, byte_ticks, bytes_axis, format_bytes
+from instrumentation.format.units import IEC_UNITS, TagUnit, byte_ticks, bytes_axis, format_bytes, tag_unit, unit_ticks
 
 
 @pytest.mark.parametrize("count, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (704_460, "687.9 KiB"),
@@ -44,3 +44,34 @@ def test_the_engine_s_own_formatter_agrees_below_a_tebibyte(count: int) -> None:
     from engine.memory import format_bytes as engine_format_bytes
 
     assert engine_format_bytes(count) == format_bytes(count)
+
+
+
+def test_units_are_read_from_the_tag_suffix() -> None:
+    assert tag_unit("mem/host/allocated_bytes") == TagUnit("bytes", 1.0)
+    assert tag_unit("perf/step_time_ms") == TagUnit("s", 1e-3)
+    assert tag_unit("latency_us") == TagUnit("s", 1e-6)
+    assert tag_unit("epoch_s") == TagUnit("s", 1.0)
+    for plain in ("perf/samples_per_sec", "sys/gpu0/power_w", "loss", "_ms", "train/acc_s2"):
+        assert tag_unit(plain) is None
+
+
+def test_byte_ticks_cover_the_range_in_iec_units() -> None:
+    values, labels = unit_ticks(227_000, 229_000, tag_unit("x_bytes"))
+    assert values[0] <= 227_000 and values[-1] >= 229_000
+    assert all(label.endswith(" KiB") for label in labels)
+    assert labels[1] == "222.0 KiB" and values[1] == 222 * 1024
+    values, labels = unit_ticks(0, 3 * 2**30, tag_unit("x_bytes"))
+    assert labels == ["0 GiB", "1 GiB", "2 GiB", "3 GiB"] and values[-1] == 3 * 2**30
+
+
+def test_time_ticks_pick_the_si_unit_of_the_values() -> None:
+    values, labels = unit_ticks(12.1, 12.6, tag_unit("perf/step_time_ms"))
+    assert labels == ["12.0 ms", "12.2 ms", "12.4 ms", "12.6 ms"]
+    assert values == pytest.approx([12.0, 12.2, 12.4, 12.6])
+    _, labels = unit_ticks(0, 2500, tag_unit("perf/step_time_ms"))
+    assert labels[-1].endswith(" s") and labels[0] == "0 s"
+    _, labels = unit_ticks(0.0, 4e-4, tag_unit("t_s"))
+    assert all(label.endswith(" µs") for label in labels)
+    with pytest.raises(ValueError, match="finite and ordered"):
+        unit_ticks(2.0, 1.0, tag_unit("t_s"))
