@@ -415,6 +415,11 @@ def current_step() -> int:
     return _step
 
 
+def step_is_open() -> bool:
+    """Whether the step ``current_step()`` has begun (and not ended yet)."""
+    return _step_open
+
+
 def current_module() -> str:
     """Dotted path of the innermost ``Module`` being called ("" outside any module)."""
     return module_stack[-1]

@@ -45,13 +45,13 @@ class StepScalars:
 
 class ScalarSeries:
     """One tag's values at successive steps (the loss), handed to the writer as one ``add_scalar_rows`` item (bulk
-    encoded on the writer thread) every ``batch`` values and on ``flush()``; ``add_scalar`` per value for a writer
+    encoded on the writer thread) every ``batch`` values and on ``flush()`` (or ``flush_older_than``); ``add_scalar`` per value for a writer
     without it. Each value keeps the wall time it was added at."""
 
     def __init__(self, writer: Any, tag: str, batch: int = 64) -> None:
         self.writer, self.tags, self.batch = writer, (tag,), batch
         self._add_rows = getattr(writer, "add_scalar_rows", None)
-        self.rows: list[list[float]] = []
+        self.values: list[float] = []
         self.steps: list[int] = []
         self.walls: list[float] = []
 
@@ -59,13 +59,21 @@ class ScalarSeries:
         if self._add_rows is None:
             self.writer.add_scalar(self.tags[0], value, step)
             return
-        self.rows.append([value])
+        self.values.append(value)
         self.steps.append(step)
-        self.walls.append(time.time())
-        if len(self.rows) >= self.batch:
+        self.walls.append(_wall())
+        if len(self.steps) >= self.batch:
             self.flush()
 
     def flush(self) -> None:
-        if self.rows:
-            rows, steps, walls, self.rows, self.steps, self.walls = self.rows, self.steps, self.walls, [], [], []
-            self._add_rows(self.tags, rows, steps, walls)
+        if self.steps:
+            values, steps, walls, self.values, self.steps, self.walls = self.values, self.steps, self.walls, [], [], []
+            self._add_rows(self.tags, [[value] for value in values], steps, walls)
+
+    def flush_older_than(self, seconds: float) -> None:
+        """``flush()`` if the oldest value waiting was added more than ``seconds`` ago."""
+        if self.walls and _wall() - self.walls[0] > seconds:
+            self.flush()
+
+
+_wall = time.time

@@ -31,7 +31,7 @@ from dynamics_helpers import mlp, read_scalars
 BUDGET = 0.05
 
 
-HOOKS = ("step_end", "optimizer_step_begin", "optimizer_step_end", "log_loss", "_layer_stats")
+HOOKS = ("step_end", "_optimizer_step_begin", "_optimizer_step_end", "log_loss", "_layer_output", "_batch_hook")
 
 
 BUSY_WORK = np.random.default_rng(0).random(20_000)  # about 0.2 ms of a single-threaded sort
