@@ -27,6 +27,10 @@ class Streaks:
     def __init__(self) -> None:
         self.episodes: dict[tuple[str, str], _Episode] = {}
 
+    def unconfirmed(self) -> bool:
+        """Whether a condition holds that has not reached its patience yet (an episode to confirm or end)."""
+        return any(not episode.reported for episode in self.episodes.values())
+
     def observe(self, kind: str, subject: str, step: int, holds: bool, value: float, patience: int) -> _Episode | None:
         """The episode to report now (once, when it reaches the patience), else None; a miss ends the episode."""
         key = (kind, subject)

@@ -92,8 +92,8 @@ class LossSpikeRule:
         pending = self._pending
         if pending:
             self.in_spike = False  # each was judged no spike
-            for value in pending:
-                self._add(value)
+            self._window.extend(pending)  # NOTE: the deque drops the oldest; one sort of the window beats insorts
+            self._sorted = sorted(self._window)
             pending.clear()
             self._set_quick_limit()
 

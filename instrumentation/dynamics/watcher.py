@@ -34,6 +34,9 @@ LOSS_TAG, LEARNING_RATE_TAG = "train/loss", "train/learning_rate"
 HISTOGRAMS_SHARE = 0.15  # of a Watch's budget, for its histograms; the rest for the per-step statistics
 LOSS_LATENCY_S = 2.0  # losses older than this are handed to the writer at a sampled step's end (else every 64)
 BURST_STEPS = 32  # after a loss spike, steps observed whatever the interval: the evidence of what goes wrong
+# Of the budget, what the handle's measured work may take: it times all it does at every step and on sampled steps;
+# the rest is for the engine calling its one step_end and the writer thread encoding what it logged.
+MEASURED_SHARE = 0.6
 
 
 class _Sampler:
@@ -69,10 +72,11 @@ class Watch:
                  check_numerics: bool, raise_on_nonfinite: bool, thresholds: DynamicsThresholds,
                  budget: float) -> None:
         self.model, self.writer, self.histograms_every = model, writer, histograms_every
-        self._pace = Pacer(tag_names.WATCH_OBSERVER, budget * (1 - HISTOGRAMS_SHARE), every=every)
+        self._pace = Pacer(tag_names.WATCH_OBSERVER, budget * (1 - HISTOGRAMS_SHARE), every=every,
+                           measured_share=MEASURED_SHARE)
         self._histogram_pace = None if not histograms_every else Pacer(
             tag_names.HISTOGRAMS_OBSERVER, budget * HISTOGRAMS_SHARE, every=None if every is None else histograms_every,
-            min_interval=histograms_every)
+            min_interval=histograms_every, measured_share=MEASURED_SHARE)
         # measured since the last sampled step's end: at every step (the loss), on sampled steps, histograms
         self._fixed_ns = self._run_ns = self._histogram_ns = 0
         self._histograms_ran = False
@@ -91,12 +95,14 @@ class Watch:
         self._tags_of_names: dict[tuple[str, ...], list[str]] = {}  # parameter names -> their tags, interleaved
         self._scalars = StepScalars(writer)
         self._losses = ScalarSeries(writer, LOSS_TAG)
+        self._add_loss = self._losses.add
         self._tracker = ParameterTracker(self._named_parameters, extremes=False)  # min/max are not written
         self._nonfinite = NonfiniteCounts()
         self._tracking = False
         self._data_wait_ns = 0
         self._batch_size: int | None = None
         self._components: list[Any] = []
+        self._captures: list[Any] = []  # OnDemandCapture: checked at the sampled steps' ends
         # forward hooks, put on the modules only for the steps whose statistics are due (``_arm``)
         self._forward_hooks = [(module, functools.partial(self._layer_output, f"activation stats of {path}", path,
                                                           type(module).__name__, activation_tags(path)))
@@ -130,6 +136,13 @@ class Watch:
         self._components.append(component)
         return component
 
+    def serve_captures(self, capture: Any) -> Any:
+        """Attach ``capture`` (an ``OnDemandCapture``, not started) and call its ``check()`` at the end of each
+        sampled step (it looks for a request at most every ``check_interval_ms``); returns it."""
+        self.attach(capture)
+        self._captures.append(capture)
+        return capture
+
     def close(self) -> None:
         """Detach every recorder and forward hook this handle added and close attached components; idempotent."""
         if self.closed:
@@ -162,7 +175,12 @@ class Watch:
             if step and not hooks.step_is_open():
                 step -= 1
         try:
-            self._log_loss(float(value), int(step))
+            value = float(value)
+            step = step if step.__class__ is int else int(step)
+            self._add_loss(value, step)
+            alerts = self._loss_rule(step, value)
+            if alerts:
+                self._on_spike(alerts)
         except PropagatingError:
             raise
         except Exception as error:  # noqa: BLE001 - observing must never break training
@@ -172,16 +190,20 @@ class Watch:
         self._fixed_ns += _now_ns() - began
 
     def _log_loss(self, value: float, step: int) -> None:
-        self._losses.add(value, step)
+        self._add_loss(value, step)
         alerts = self._loss_rule(step, value)
         if alerts:
-            for alert in alerts:
-                self._report(alert)
-            if not self._pace.fixed:  # observe the next steps whatever the interval, from the step now
-                now = hooks.current_step()
-                self._burst_until = max(self._burst_until, now + BURST_STEPS)
-                if self._armed_step < now:
-                    self._arm(now)
+            self._on_spike(alerts)
+
+    def _on_spike(self, alerts: Any) -> None:
+        """Report the rule's alerts and observe the next steps whatever the interval, from the step now."""
+        for alert in alerts:
+            self._report(alert)
+        if not self._pace.fixed:
+            now = hooks.current_step()
+            self._burst_until = max(self._burst_until, now + BURST_STEPS)
+            if self._armed_step < now:
+                self._arm(now)
 
     # ---- engine.fit callback ----------------------------------------------------------------------------
     def on_step_end(self, state: Any) -> None:
@@ -205,10 +227,13 @@ class Watch:
         if hooks.step_resets != self._resets:  # a new run in this process: its steps count from its own start
             self._resets, self._window_step = hooks.step_resets, None
         if step == self._armed_step:
-            if self._stats_step == step:
-                self._step_scalars(event)
             self._close_window(event, began)
             began = _now_ns()  # what follows is the next window's cost
+            if self._stats_step == step:
+                self._step_scalars(event)
+            self._scalars.flush()  # the step's scalars, and the pacers' if they decided: one writer item
+            for capture in self._captures:
+                capture.check()
         upcoming = self._next_sample(step)
         if upcoming == step + 1:
             self._arm(upcoming)
@@ -217,7 +242,11 @@ class Watch:
         self._run_ns += _now_ns() - began
 
     def _next_sample(self, step: int) -> int:
-        """The first step after ``step`` whose statistics or histograms are due."""
+        """The first step after ``step`` whose statistics or histograms are due. While a rule's condition holds
+        short of its patience, every step is (paced: not with a fixed ``every``): an episode is confirmed or
+        ended in ``patience`` steps, not ``patience`` intervals."""
+        if not self._pace.fixed and self._rules.streaks.unconfirmed():
+            self._burst_until = max(self._burst_until, step + 2)
         if step + 1 < self._burst_until:
             return step + 1
         interval = self._pace.interval
@@ -283,9 +312,8 @@ class Watch:
         self._fixed_ns = self._run_ns = 0
 
     def _log_pace(self, pacer: Pacer, step: int) -> None:
-        """The figures of the pacer's last window (after it reconsidered its interval)."""
+        """The figures of the pacer's last window (after it reconsidered its interval), with the step's scalars."""
         self._scalars.extend(*pacer.last.scalars(), step)
-        self._scalars.flush()
 
     def _step_scalars(self, event: hooks.StepEvent) -> None:
         step_time_ms = event.duration_ns / 1e6
@@ -294,7 +322,6 @@ class Watch:
         add(tag_names.DATA_TIME_MS, self._data_wait_ns / 1e6, event.step)
         if self._batch_size and step_time_ms > 0:
             add(tag_names.SAMPLES_PER_SEC, self._batch_size * 1e3 / step_time_ms, event.step)
-        self._scalars.flush()
         self._losses.flush_older_than(LOSS_LATENCY_S)
 
     # ---- the sampler's optimizer hook points ---------------------------------------------------------------

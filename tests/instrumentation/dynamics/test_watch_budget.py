@@ -2,11 +2,13 @@
 by the test around their work, as a ratio to the same run's step time), the interval, every=k, the perf/ tags,
 and pathologies planted after the warm-up, found with the interval the budget picked.
 
-A share is the median over blocks of 200 steps of (time inside the observers) / (the block's time without it). On a
-tiny step the times are the training thread's CPU time (``time.thread_time_ns``): on this shared machine a wall-clock
-span of a few microseconds that happens to include a preemption counts milliseconds. That clock costs ~2 us a call
-here, so its cost — calibrated in the same run — is taken out of both sides. The 20 ms step is 20 ms of the
-thread's CPU time (sorting), measured on the same clock, so a loaded machine stretches both sides alike."""
+A share is the median over blocks of 200 steps of (time inside the observers) / (the block's time without it).
+Everything of watch() the engine or the loop calls is timed: the handle's recorder method, its sampler's
+optimizer hook points, its forward hooks, ``log_loss``, the capture-request check and the memory tracker's batch.
+Spans and blocks are the training thread's CPU time (``time.thread_time_ns``): on this shared machine a wall-clock
+span of a microsecond that happens to include a preemption counts milliseconds, and a loaded machine's waits are
+not step time. That clock costs ~1-2 us a read here, so its cost — calibrated in the same run on a wrapped empty
+function — is taken out of both sides. The 20 ms step is 20 ms of the thread's CPU time (sorting)."""
 from __future__ import annotations
 
 import statistics
@@ -25,6 +27,7 @@ from instrumentation.budget import WARMUP_STEPS
 from instrumentation.dynamics import watcher as watcher_module
 from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
 from instrumentation.memory import MemoryTracker
+from instrumentation.profiler import OnDemandCapture
 
 from dynamics_helpers import mlp, read_scalars
 
@@ -32,6 +35,7 @@ BUDGET = 0.05
 
 
 HOOKS = ("step_end", "_optimizer_step_begin", "_optimizer_step_end", "log_loss", "_layer_output", "_batch_hook")
+CAPTURE_HOOKS = ("step_end",)
 
 
 BUSY_WORK = np.random.default_rng(0).random(20_000)  # about 0.2 ms of a single-threaded sort
@@ -39,34 +43,32 @@ BLOCK_STEPS = 200  # several runs of the periodic work in each (a block with or 
 
 
 class HookClock:
-    """Sums, from the test's own clock, the time spent in watch()'s hook methods, in the activation statistics its
-    forward hooks compute and in its memory tracker's batch processing, while ``on``; ``block()`` closes a block.
-    ``cpu``: the thread's CPU time, less the clock's own cost (calibrated on a wrapped empty function: what an
-    empty span measures, and what a wrapped call adds to the block); else wall-clock time."""
+    """Sums the time spent in watch()'s entry points (``HOOKS``, ``CAPTURE_HOOKS``) and in its memory tracker's
+    batch processing, while ``on``; ``block()`` closes a block of steps. Spans less the clock's own cost (what an
+    empty span measures); blocks less what the wrappers add per call."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, cpu: bool = True) -> None:
-        self.now = time.thread_time_ns if cpu else time.perf_counter_ns
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.span_now = self.block_now = time.thread_time_ns
         self.spent_ns, self.calls, self.on = 0, 0, False
-        self.span_ns = self.wrap_ns = 0.0
-        if cpu:
-            self.span_ns, self.wrap_ns = self._calibrate()
+        self.span_ns, self.wrap_ns = self._calibrate()
         self.shares: list[float] = []
         self._block_began = self._block_spent = self._block_calls = 0
-        for name in HOOKS:  # NOTE: on the class, before watch() subscribes its bound methods
-            monkeypatch.setattr(watcher_module.Watch, name, self._timed(getattr(watcher_module.Watch, name)))
+        for owner, names in ((watcher_module.Watch, HOOKS), (OnDemandCapture, CAPTURE_HOOKS)):
+            for name in names:  # NOTE: on the class, before watch() registers its bound methods
+                monkeypatch.setattr(owner, name, self._timed(getattr(owner, name)))
 
-    def _calibrate(self, calls: int = 5000) -> tuple[float, float]:
+    def _calibrate(self, calls: int = 20000) -> tuple[float, float]:
         empty = self._timed(lambda: None)
         self.on = True
-        began = self.now()
+        began = self.block_now()
         for _ in range(calls):
             empty()
-        total = self.now() - began
+        total = self.block_now() - began
         span, self.spent_ns, self.calls, self.on = self.spent_ns / calls, 0, 0, False
         return span, total / calls
 
     def _timed(self, function: Callable[..., Any]) -> Callable[..., Any]:
-        now = self.now
+        now = self.span_now
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             began = now()
@@ -80,13 +82,13 @@ class HookClock:
 
     def block(self) -> None:
         """Close a block of steps now and open the next."""
-        now = self.now()
+        now = self.block_now()
         if self._block_began:
             calls = self.calls - self._block_calls
             spent = self.spent_ns - self._block_spent - calls * self.span_ns
             total = now - self._block_began - calls * self.wrap_ns
             self.shares.append(spent / (total - spent))
-        self._block_began, self._block_spent, self._block_calls = self.now(), self.spent_ns, self.calls
+        self._block_began, self._block_spent, self._block_calls = self.block_now(), self.spent_ns, self.calls
 
     def share(self) -> float:
         return statistics.median(self.shares)
