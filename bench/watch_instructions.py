@@ -21,7 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-VARIANTS = {"off": None, "defaults": {}, "defaults, no memory tracker": {"memory": False},
+VARIANTS = {"off": None, "defaults": {}, "no-memory": {"memory": False},
             "every=1": {"every": 1}, "check_numerics": {"check_numerics": True}}
 _COLLECTED = re.compile(rb"Collected : (\d+)")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from time import perf_counter_ns as _now_ns
+from time import thread_time_ns as _thread_ns
 from typing import Any
 
 import engine
@@ -115,7 +116,7 @@ class Watch:
         self._wake_step = 0  # step_end does nothing before this step's end
         self._resets = hooks.step_resets
         self._window_step: int | None = None  # the last sampled step (its end closed the pacers' last window)
-        self._window_ns = 0
+        self._window_ns = 0  # the training thread's CPU time then
         self.numerics = NumericsObserver(self._report, raise_on_nonfinite) if check_numerics else None
         hooks.add_recorder(self)
         if self.numerics is not None:
@@ -292,13 +293,15 @@ class Watch:
         self._handles = []
 
     def _close_window(self, event: hooks.StepEvent, began: int) -> None:
-        """Give the pacers the costs measured since the last sampled step's end and the time the steps took."""
-        step, window_step = event.step, self._window_step
+        """Give the pacers the costs measured since the last sampled step's end and the time the steps took: the
+        training thread's CPU time (a loaded machine's waits for a CPU do not make steps look longer than they are;
+        the costs, wall time, are never shorter than their CPU time: the share is never under-estimated)."""
+        step, window_step, cpu_ns = event.step, self._window_step, _thread_ns()
         if window_step is None or step <= window_step:
             steps, step_ns = 1, event.duration_ns
         else:
-            steps, step_ns = step - window_step, event.time_ns - self._window_ns
-        self._window_step, self._window_ns = step, event.time_ns
+            steps, step_ns = step - window_step, cpu_ns - self._window_ns
+        self._window_step, self._window_ns = step, cpu_ns
         stats_ran = self._stats_step == step
         run_ns = self._run_ns + _now_ns() - began
         decided = self._pace.record(step_ns, self._fixed_ns, run_ns, int(stats_ran), steps)
