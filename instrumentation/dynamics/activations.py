@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.linalg import blas as _blas
 
 from instrumentation.format import tags as tag_names
 
@@ -60,9 +59,18 @@ def saturated_fraction(output: np.ndarray, low: float, high: float) -> float:
     return saturated / max(output.size, 1)
 
 
-_ASUM = {np.dtype(np.float32): _blas.sasum, np.dtype(np.float64): _blas.dasum}  # sum of |a|, in the array's dtype
-
 _ones_by_length: dict[tuple[int, Any], np.ndarray] = {}
+_scratch_by_length: dict[tuple[int, Any], np.ndarray] = {}
+
+
+def _scratch(length: int, dtype: Any) -> np.ndarray:
+    """A buffer of ``length`` elements kept for |a| (one per layer output size)."""
+    buffer = _scratch_by_length.get((length, dtype))
+    if buffer is None:
+        if len(_scratch_by_length) > 16:
+            _scratch_by_length.clear()
+        buffer = _scratch_by_length[(length, dtype)] = np.empty(length, dtype=dtype)
+    return buffer
 
 
 def _ones(length: int, dtype: Any) -> np.ndarray:
@@ -94,11 +102,15 @@ def activation_stats(layer: str, kind: str, output: np.ndarray) -> ActivationSta
         if sums is not None:
             return ActivationStats(layer, float(np.add.reduce(sums)) / size,
                                    dead_fraction=1.0 - float(np.count_nonzero(sums > 0)) / sums.size)
-    asum = _ASUM.get(output.dtype) if output.flags.c_contiguous and output.size else None
-    if asum is not None:
-        mean_abs = float(asum(output.reshape(-1))) / size  # NOTE: BLAS ?asum: one pass, no |a| temporary (~6x)
+    if output.dtype.kind == "f" and output.flags.c_contiguous and output.size:
+        flat = output.reshape(-1)
+        if kind not in ("ReLU", "Sigmoid"):  # those two are never negative
+            flat = np.abs(flat, out=_scratch(flat.size, flat.dtype))  # NOTE: no new buffer (a page fault each)
+        # NOTE: BLAS dot with ones: ~3x np.add.reduce, and unlike ?asum its sum does not depend on the array's
+        # alignment (the same run gives the same statistics, and so the same alerts)
+        mean_abs = float(np.dot(flat, _ones(flat.size, flat.dtype))) / size
     else:
-        magnitudes = output if kind in ("ReLU", "Sigmoid") else np.abs(output)  # those two are never negative
+        magnitudes = output if kind in ("ReLU", "Sigmoid") else np.abs(output)
         mean_abs = float(np.add.reduce(magnitudes, axis=None)) / size
     if kind in RECTIFIERS:
         return ActivationStats(layer, mean_abs, dead_fraction=dead_fraction(output))
