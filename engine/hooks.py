@@ -419,6 +419,11 @@ def current_step() -> int:
     return _step
 
 
+def step_of_record() -> int:
+    """The step a value recorded now belongs to: the step in progress, or the one that just ended (0 before any)."""
+    return _step if _step_open or not _step else _step - 1
+
+
 def step_is_open() -> bool:
     """Whether the step ``current_step()`` has begun (and not ended yet)."""
     return _step_open

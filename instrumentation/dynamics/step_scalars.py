@@ -45,7 +45,7 @@ class StepScalars:
 
 class ScalarSeries:
     """One tag's values at successive steps (the loss), handed to the writer as one ``add_scalar_rows`` item (bulk
-    encoded on the writer thread) every ``batch`` values and on ``flush()`` (or ``flush_older_than``); ``add_scalar`` per value for a writer
+    encoded on the writer thread) every ``batch`` values and on ``flush()``; ``add_scalar`` per value for a writer
     without it. Each value keeps the wall time it was added at."""
 
     def __init__(self, writer: Any, tag: str, batch: int = 64) -> None:
@@ -70,9 +70,16 @@ class ScalarSeries:
             values, steps, walls, self.values, self.steps, self.walls = self.values, self.steps, self.walls, [], [], []
             self._add_rows(self.tags, [[value] for value in values], steps, walls)
 
-    def flush_older_than(self, seconds: float) -> None:
-        """``flush()`` if the oldest value waiting was added more than ``seconds`` ago."""
-        if self.walls and _wall() - self.walls[0] > seconds:
+    def extend(self, values: list[float], steps: list[int], walls: list[float]) -> None:
+        """``add`` for several values, each with the wall time it was taken at."""
+        if self._add_rows is None:
+            for value, step in zip(values, steps):
+                self.writer.add_scalar(self.tags[0], value, step)
+            return
+        self.values += values
+        self.steps += steps
+        self.walls += walls
+        if len(self.steps) >= self.batch:
             self.flush()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from time import perf_counter_ns as _now_ns
 from time import thread_time_ns as _thread_ns
+from time import time as _wall
 from typing import Any
 
 import engine
@@ -33,7 +34,8 @@ from instrumentation.profiler.spans import log_end, recording
 
 LOSS_TAG, LEARNING_RATE_TAG = "train/loss", "train/learning_rate"
 HISTOGRAMS_SHARE = 0.15  # of a Watch's budget, for its histograms; the rest for the per-step statistics
-LOSS_LATENCY_S = 2.0  # losses older than this are handed to the writer at a sampled step's end (else every 64)
+LOSS_BATCH = 64  # losses handed to the writer in one item (one add_scalar_rows)
+LOSS_LATENCY_S = 2.0  # losses older than this are handed to the writer at a sampled step's end
 BURST_STEPS = 32  # after a loss spike, steps observed whatever the interval: the evidence of what goes wrong
 # Of the budget, what the handle's measured work may take: it times all it does at every step and on sampled steps;
 # the rest is for the engine calling its one step_end and the writer thread encoding what it logged.
@@ -96,7 +98,9 @@ class Watch:
         self._tags_of_names: dict[tuple[str, ...], list[str]] = {}  # parameter names -> their tags, interleaved
         self._scalars = StepScalars(writer)
         self._losses = ScalarSeries(writer, LOSS_TAG)
-        self._add_loss = self._losses.add
+        self._loss_values: list[float] = []  # kept by log_loss until LOSS_BATCH (or LOSS_LATENCY_S) for the writer
+        self._loss_steps: list[int] = []
+        self._loss_walls: list[float] = []
         self._tracker = ParameterTracker(self._named_parameters, extremes=False)  # min/max are not written
         self._nonfinite = NonfiniteCounts()
         self._tracking = False
@@ -154,7 +158,7 @@ class Watch:
         self._sampler_added = False
         self._remove_forward_hooks()
         self._guard.call("writing the last scalars", self._scalars.flush)
-        self._guard.call("writing the last losses", self._losses.flush)
+        self._guard.call("writing the last losses", self._write_losses)
         if self.numerics is not None:
             self.numerics.detach()
         for component in reversed(self._components):
@@ -169,16 +173,17 @@ class Watch:
 
     # ---- loss: every step ---------------------------------------------------------------------------------
     def log_loss(self, value: Any, step: int | None = None) -> None:
-        """Log the training loss; ``step`` defaults to the step in progress, or the one that just ended."""
+        """Log the training loss; ``step`` defaults to the step in progress, or the one that just ended. Every loss
+        is judged by the spike rule at once (most with one comparison); the writer gets them in batches."""
         began = _now_ns()
-        if step is None:
-            step = hooks.current_step()
-            if step and not hooks.step_is_open():
-                step -= 1
         try:
             value = float(value)
-            step = step if step.__class__ is int else int(step)
-            self._add_loss(value, step)
+            step = hooks.step_of_record() if step is None else step if step.__class__ is int else int(step)
+            self._loss_values.append(value)
+            self._loss_steps.append(step)
+            self._loss_walls.append(_wall())
+            if len(self._loss_steps) >= LOSS_BATCH:
+                self._write_losses()
             alerts = self._loss_rule(step, value)
             if alerts:
                 self._on_spike(alerts)
@@ -190,11 +195,12 @@ class Watch:
             log_end(LOG_SPAN, began)
         self._fixed_ns += _now_ns() - began
 
-    def _log_loss(self, value: float, step: int) -> None:
-        self._add_loss(value, step)
-        alerts = self._loss_rule(step, value)
-        if alerts:
-            self._on_spike(alerts)
+    def _write_losses(self) -> None:
+        if self._loss_steps:
+            values, steps, walls = self._loss_values, self._loss_steps, self._loss_walls
+            self._loss_values, self._loss_steps, self._loss_walls = [], [], []
+            self._losses.extend(values, steps, walls)
+            self._losses.flush()
 
     def _on_spike(self, alerts: Any) -> None:
         """Report the rule's alerts and observe the next steps whatever the interval, from the step now."""
@@ -203,15 +209,15 @@ class Watch:
         if not self._pace.fixed:
             now = hooks.current_step()
             self._burst_until = max(self._burst_until, now + BURST_STEPS)
-            if self._armed_step < now:
+            if hooks.step_is_open():  # its end arms the steps after it (_next_sample)
+                self._wake_step = min(self._wake_step, now)
+            elif self._armed_step < now:  # between steps: observe the next one
                 self._arm(now)
 
     # ---- engine.fit callback ----------------------------------------------------------------------------
     def on_step_end(self, state: Any) -> None:
         if state.loss is not None:  # the optimizer step has closed the step: it is global_step - 1
-            began = _now_ns()
-            self._guard.call("on_step_end", self._log_loss, float(state.loss), max(int(state.global_step) - 1, 0))
-            self._fixed_ns += _now_ns() - began
+            self.log_loss(state.loss, max(int(state.global_step) - 1, 0))
 
     # ---- the step boundary: the one recorder method called at every step -------------------------------------
     def step_end(self, event: hooks.StepEvent) -> None:
@@ -325,7 +331,8 @@ class Watch:
         add(tag_names.DATA_TIME_MS, self._data_wait_ns / 1e6, event.step)
         if self._batch_size and step_time_ms > 0:
             add(tag_names.SAMPLES_PER_SEC, self._batch_size * 1e3 / step_time_ms, event.step)
-        self._losses.flush_older_than(LOSS_LATENCY_S)
+        if self._loss_walls and _wall() - self._loss_walls[0] > LOSS_LATENCY_S:
+            self._write_losses()
 
     # ---- the sampler's optimizer hook points ---------------------------------------------------------------
     def _optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
