@@ -44,15 +44,21 @@ BLOCK_STEPS = 200  # several runs of the periodic work in each (a block with or 
 
 class HookClock:
     """Sums the time spent in watch()'s entry points (``HOOKS``, ``CAPTURE_HOOKS``) and in its memory tracker's
-    batch processing, while ``on``; ``block()`` closes a block of steps. Spans less the clock's own cost (what an
-    empty span measures); blocks less what the wrappers add per call."""
+    batch processing, while ``on``; ``block()`` closes a block of steps. A span's clock cost (what an empty span
+    measures) is taken out of it, measured where it happens: a timed empty function runs right after
+    ``log_loss`` and right after watch()'s ``step_end`` (the clock is then a recorder too), and each block's spans
+    lose the mean span of that block's probes (a clock read in a loaded machine's cold caches, a GIL handover or a
+    descheduled virtual CPU inside a span: as likely in a probe as in a watch() call of that place). Blocks lose
+    what the wrappers add per call."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.span_now = self.block_now = time.thread_time_ns
         self.spent_ns, self.calls, self.on = 0, 0, False
+        self.probe_ns, self.probes = 0, 0
         self.span_ns, self.wrap_ns = self._calibrate()
         self.shares: list[float] = []
-        self._block_began = self._block_spent = self._block_calls = 0
+        self._block_began = self._block_spent = self._block_calls = self._block_probe_ns = self._block_probes = 0
+        self._probe = self._timed(lambda: None, probe=True)
         for owner, names in ((watcher_module.Watch, HOOKS), (OnDemandCapture, CAPTURE_HOOKS)):
             for name in names:  # NOTE: on the class, before watch() registers its bound methods
                 monkeypatch.setattr(owner, name, self._timed(getattr(owner, name)))
@@ -67,7 +73,7 @@ class HookClock:
         span, self.spent_ns, self.calls, self.on = self.spent_ns / calls, 0, 0, False
         return span, total / calls
 
-    def _timed(self, function: Callable[..., Any]) -> Callable[..., Any]:
+    def _timed(self, function: Callable[..., Any], probe: bool = False) -> Callable[..., Any]:
         now = self.span_now
 
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -76,19 +82,32 @@ class HookClock:
                 return function(*args, **kwargs)
             finally:
                 if self.on:
-                    self.spent_ns += now() - began
-                    self.calls += 1
+                    if probe:
+                        self.probe_ns += now() - began
+                        self.probes += 1
+                    else:
+                        self.spent_ns += now() - began
+                        self.calls += 1
         return timed
+
+    def probe(self) -> None:
+        self._probe()
+
+    def step_end(self, event: Any) -> None:
+        """A recorder's step_end next to watch()'s (added after it): a probe where that hook runs."""
+        self._probe()
 
     def block(self) -> None:
         """Close a block of steps now and open the next."""
         now = self.block_now()
         if self._block_began:
-            calls = self.calls - self._block_calls
-            spent = self.spent_ns - self._block_spent - calls * self.span_ns
-            total = now - self._block_began - calls * self.wrap_ns
+            calls, probes = self.calls - self._block_calls, self.probes - self._block_probes
+            span_ns = (self.probe_ns - self._block_probe_ns) / probes if probes else self.span_ns
+            spent = self.spent_ns - self._block_spent - calls * span_ns
+            total = now - self._block_began - (calls + probes) * self.wrap_ns
             self.shares.append(spent / (total - spent))
         self._block_began, self._block_spent, self._block_calls = self.block_now(), self.spent_ns, self.calls
+        self._block_probe_ns, self._block_probes = self.probe_ns, self.probes
 
     def share(self) -> float:
         return statistics.median(self.shares)
@@ -109,6 +128,8 @@ def train_loop(digits: Any, logdir: Path, steps: int, *, busy_cpu_s: float = 0.0
     batches = [(engine.tensor(x[i:i + 64]), engine.tensor(y[i:i + 64])) for i in range(0, len(x) - 64, 64)]
     hooks.reset_step(0)
     with SummaryWriter(logdir) as writer, watch(model, writer, optimizer=optimizer, **options) as handle:
+        if clock is not None:
+            hooks.add_recorder(clock)
         trackers = [c for c in handle._components if isinstance(c, MemoryTracker)]
         if clock is not None and trackers:
             clock.time_tracker(trackers[0])
@@ -134,10 +155,12 @@ def train_loop(digits: Any, logdir: Path, steps: int, *, busy_cpu_s: float = 0.0
             loss.backward()
             optimizer.step()
             handle.log_loss(loss.item())
+            if clock is not None:
+                clock.probe()
         elapsed = time.perf_counter_ns() - began
         if clock is not None:
+            hooks.remove_recorder(clock)
             clock.block()
-        if clock is not None:
             clock.on = False
     return handle, elapsed
 
@@ -145,7 +168,7 @@ def train_loop(digits: Any, logdir: Path, steps: int, *, busy_cpu_s: float = 0.0
 def tiny_step_share(digits: Any, logdir: Path, **options: Any) -> tuple[Any, float]:
     with pytest.MonkeyPatch.context() as patch:
         clock = HookClock(patch)
-        handle, _ = train_loop(digits, logdir, 1700, clock=clock, measure_from=300, **options)
+        handle, _ = train_loop(digits, logdir, 3300, clock=clock, measure_from=300, **options)
     return handle, clock.share()
 
 
@@ -157,15 +180,17 @@ def test_on_a_tiny_step_the_budget_thins_the_statistics_to_a_fraction_of_their_c
     assert share <= 2 * BUDGET, f"watch() took {share:.1%} of a tiny step"
 
 
-# NOTE: known gap, measured on the 2-core machine (CPU time, 200-step blocks): watch() alone 5.3-6.4 % of a 0.45 ms
-# step, with its memory tracker 6-10 %: the per-step costs no interval thins (the loss and its spike rule, the
-# step-end bookkeeping, the tracker's per-step figures and the collections their objects trigger) exceed what the
-# pacers see with perf_counter_ns (they see ~2-3 %). Kept as expected failures until those costs are cut.
-@pytest.mark.xfail(strict=False, reason="known gap: untimed per-step costs exceed the budget on a 0.45 ms step")
-@pytest.mark.parametrize("memory", [False, True])
-def test_on_a_tiny_step_the_measured_share_stays_within_the_budget(digits, tmp_path, memory):
-    _, share = tiny_step_share(digits, tmp_path / "run", budget=BUDGET, memory=memory)
+def test_on_a_tiny_step_the_measured_share_stays_within_the_budget(digits, tmp_path):
+    _, share = tiny_step_share(digits, tmp_path / "run", budget=BUDGET, memory=False)
     assert share <= BUDGET, f"watch() took {share:.1%} of a tiny step"
+
+
+# NOTE: with its memory tracker, whose per-allocation recording (every buffer the step allocates) is the tracker's
+# own per-step work, not thinned by watch()'s sampling: measured 6-10 % on a 0.45 ms step before watch() sampled
+@pytest.mark.xfail(strict=False, reason="the memory tracker's per-allocation cost on a 0.45 ms step (tracker work)")
+def test_on_a_tiny_step_with_the_memory_tracker_the_share_stays_within_the_budget(digits, tmp_path):
+    _, share = tiny_step_share(digits, tmp_path / "run", budget=BUDGET, memory=True)
+    assert share <= BUDGET, f"watch() and its memory tracker took {share:.1%} of a tiny step"
 
 
 def test_on_a_20_ms_step_every_step_is_observed_within_the_budget(digits, tmp_path, monkeypatch):
