@@ -223,18 +223,19 @@ class Watch:
     def step_end(self, event: hooks.StepEvent) -> None:
         if event.step < self._wake_step and hooks.step_resets == self._resets:
             return  # NOTE: the common step: not sampled, not the one before a sampled one
+        cpu_ns = _thread_ns()  # NOTE: before the span: a syscall, where a loaded machine's scheduler switches tasks
         began = _now_ns()
-        self._guard.call("the step's end", self._at_sample_boundary, event, began)
+        self._guard.call("the step's end", self._at_sample_boundary, event, began, cpu_ns)
         if recording:
             log_end(LOG_SPAN, began)
 
-    def _at_sample_boundary(self, event: hooks.StepEvent, began: int) -> None:
+    def _at_sample_boundary(self, event: hooks.StepEvent, began: int, cpu_ns: int) -> None:
         """The end of a sampled step (its scalars; the pacers' window closes) and/or of the step before one (arm)."""
         step = event.step
         if hooks.step_resets != self._resets:  # a new run in this process: its steps count from its own start
             self._resets, self._window_step = hooks.step_resets, None
         if step == self._armed_step:
-            self._close_window(event, began)
+            self._close_window(event, began, cpu_ns)
             began = _now_ns()  # what follows is the next window's cost
             if self._stats_step == step:
                 self._step_scalars(event)
@@ -298,11 +299,11 @@ class Watch:
             handle.remove()
         self._handles = []
 
-    def _close_window(self, event: hooks.StepEvent, began: int) -> None:
+    def _close_window(self, event: hooks.StepEvent, began: int, cpu_ns: int) -> None:
         """Give the pacers the costs measured since the last sampled step's end and the time the steps took: the
         training thread's CPU time (a loaded machine's waits for a CPU do not make steps look longer than they are;
         the costs, wall time, are never shorter than their CPU time: the share is never under-estimated)."""
-        step, window_step, cpu_ns = event.step, self._window_step, _thread_ns()
+        step, window_step = event.step, self._window_step
         if window_step is None or step <= window_step:
             steps, step_ns = 1, event.duration_ns
         else:
