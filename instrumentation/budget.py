@@ -70,15 +70,16 @@ class Pacer:
     warm-up's full observation and a few windows, longer when steps get shorter and shorter when they get longer
     (hysteresis: it gets shorter only if the shorter one keeps the cost within ``SHRINK_MARGIN`` of the budget).
     ``every``: a fixed interval, the costs are still measured. ``measured_share``: of the budget, what the measured
-    work may take (an observer that times nearly all it does leaves less headroom).
+    work may take (an observer that times nearly all it does leaves less headroom); ``min_run_share``: of that,
+    what the periodic work keeps when the fixed cost takes it all.
     ``min_interval``: the interval never goes below it (e.g. histograms every 100 steps at most)."""
 
     def __init__(self, observer: str, budget: float = DEFAULT_BUDGET, *, every: int | None = None,
                  min_interval: int = 1, max_interval: int = MAX_INTERVAL, warmup_steps: int = WARMUP_STEPS,
-                 measured_share: float = MEASURED_SHARE) -> None:
+                 measured_share: float = MEASURED_SHARE, min_run_share: float = MIN_RUN_SHARE) -> None:
         self.observer = observer
         self.budget = check_budget(observer, budget)
-        self.measured_share = measured_share
+        self.measured_share, self.min_run_share = measured_share, min_run_share
         self.fixed = every is not None
         self.min_interval, self.max_interval = max(1, min_interval), max(1, min_interval, max_interval)
         self.interval = every if every is not None else self.min_interval
@@ -133,7 +134,7 @@ class Pacer:
         if not self.run_ns:
             return self.min_interval
         target = margin * self.budget * self.measured_share * (self.base_ns or 0.0)
-        room = max(target - (self.fixed_ns or 0.0), target * MIN_RUN_SHARE)
+        room = max(target - (self.fixed_ns or 0.0), target * self.min_run_share)
         interval = self.max_interval if room <= 0 else math.ceil(self.run_ns / room)
         return min(max(interval, self.min_interval), self.max_interval)
 

@@ -40,6 +40,9 @@ BURST_STEPS = 32  # after a loss spike, steps observed whatever the interval: th
 # Of the budget, what the handle's measured work may take: it times all it does at every step and on sampled steps;
 # the rest is for the engine calling its one step_end and the writer thread encoding what it logged.
 MEASURED_SHARE = 0.6
+# What the sampled steps keep of it when the loss alone takes it all (a tiny step): the budget is what matters,
+# the interval is at most 1000 steps and a pathology seen once is confirmed at the next steps (_next_sample).
+MIN_RUN_SHARE = 0.1
 
 
 class _Sampler:
@@ -76,10 +79,10 @@ class Watch:
                  budget: float) -> None:
         self.model, self.writer, self.histograms_every = model, writer, histograms_every
         self._pace = Pacer(tag_names.WATCH_OBSERVER, budget * (1 - HISTOGRAMS_SHARE), every=every,
-                           measured_share=MEASURED_SHARE)
+                           measured_share=MEASURED_SHARE, min_run_share=MIN_RUN_SHARE)
         self._histogram_pace = None if not histograms_every else Pacer(
             tag_names.HISTOGRAMS_OBSERVER, budget * HISTOGRAMS_SHARE, every=None if every is None else histograms_every,
-            min_interval=histograms_every, measured_share=MEASURED_SHARE)
+            min_interval=histograms_every, measured_share=MEASURED_SHARE, min_run_share=MIN_RUN_SHARE)
         # measured since the last sampled step's end: at every step (the loss), on sampled steps, histograms
         self._fixed_ns = self._run_ns = self._histogram_ns = 0
         self._histograms_ran = False
@@ -101,6 +104,7 @@ class Watch:
         self._loss_values: list[float] = []  # kept by log_loss until LOSS_BATCH (or LOSS_LATENCY_S) for the writer
         self._loss_steps: list[int] = []
         self._loss_walls: list[float] = []
+        self._wall_offset_s = _wall() - _now_ns() * 1e-9  # time.time() - perf_counter: a loss's wall time
         self._tracker = ParameterTracker(self._named_parameters, extremes=False)  # min/max are not written
         self._nonfinite = NonfiniteCounts()
         self._tracking = False
@@ -181,7 +185,7 @@ class Watch:
             step = hooks.step_of_record() if step is None else step if step.__class__ is int else int(step)
             self._loss_values.append(value)
             self._loss_steps.append(step)
-            self._loss_walls.append(_wall())
+            self._loss_walls.append(began * 1e-9 + self._wall_offset_s)  # NOTE: wall time, from the clock read above
             if len(self._loss_steps) >= LOSS_BATCH:
                 self._write_losses()
             alerts = self._loss_rule(step, value)
@@ -196,6 +200,7 @@ class Watch:
         self._fixed_ns += _now_ns() - began
 
     def _write_losses(self) -> None:
+        self._wall_offset_s = _wall() - _now_ns() * 1e-9  # the two clocks drift apart slowly: set again per batch
         if self._loss_steps:
             values, steps, walls = self._loss_values, self._loss_steps, self._loss_walls
             self._loss_values, self._loss_steps, self._loss_walls = [], [], []
