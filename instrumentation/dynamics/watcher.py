@@ -101,9 +101,8 @@ class Watch:
         self._tags_of_names: dict[tuple[str, ...], list[str]] = {}  # parameter names -> their tags, interleaved
         self._scalars = StepScalars(writer)
         self._losses = ScalarSeries(writer, LOSS_TAG)
-        self._loss_values: list[float] = []  # kept by log_loss until LOSS_BATCH (or LOSS_LATENCY_S) for the writer
-        self._loss_steps: list[int] = []
-        self._loss_walls: list[float] = []
+        # (value, step, wall time) kept by log_loss until LOSS_BATCH (or LOSS_LATENCY_S) for the writer
+        self._kept_losses: list[tuple[float, int, float]] = []
         self._wall_offset_s = _wall() - _now_ns() * 1e-9  # time.time() - perf_counter: a loss's wall time
         self._tracker = ParameterTracker(self._named_parameters, extremes=False)  # min/max are not written
         self._nonfinite = NonfiniteCounts()
@@ -183,10 +182,9 @@ class Watch:
         try:
             value = float(value)
             step = hooks.step_of_record() if step is None else step if step.__class__ is int else int(step)
-            self._loss_values.append(value)
-            self._loss_steps.append(step)
-            self._loss_walls.append(began * 1e-9 + self._wall_offset_s)  # NOTE: wall time, from the clock read above
-            if len(self._loss_steps) >= LOSS_BATCH:
+            kept = self._kept_losses
+            kept.append((value, step, began * 1e-9 + self._wall_offset_s))  # NOTE: the wall time from `began`
+            if len(kept) >= LOSS_BATCH:
                 self._write_losses()
             alerts = self._loss_rule(step, value)
             if alerts:
@@ -201,9 +199,9 @@ class Watch:
 
     def _write_losses(self) -> None:
         self._wall_offset_s = _wall() - _now_ns() * 1e-9  # the two clocks drift apart slowly: set again per batch
-        if self._loss_steps:
-            values, steps, walls = self._loss_values, self._loss_steps, self._loss_walls
-            self._loss_values, self._loss_steps, self._loss_walls = [], [], []
+        if self._kept_losses:
+            values, steps, walls = (list(column) for column in zip(*self._kept_losses))
+            self._kept_losses = []
             self._losses.extend(values, steps, walls)
             self._losses.flush()
 
@@ -337,7 +335,7 @@ class Watch:
         add(tag_names.DATA_TIME_MS, self._data_wait_ns / 1e6, event.step)
         if self._batch_size and step_time_ms > 0:
             add(tag_names.SAMPLES_PER_SEC, self._batch_size * 1e3 / step_time_ms, event.step)
-        if self._loss_walls and _wall() - self._loss_walls[0] > LOSS_LATENCY_S:
+        if self._kept_losses and _wall() - self._kept_losses[0][2] > LOSS_LATENCY_S:
             self._write_losses()
 
     # ---- the sampler's optimizer hook points ---------------------------------------------------------------
