@@ -24,7 +24,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 VARIANTS = {"off": None, "defaults": {}, "no-memory": {"memory": False}, "every=1": {"every": 1},
-            "every=1,no-memory": {"every": 1, "memory": False}, "every=1000,no-memory": {"every": 1000, "memory": False},
+            "every=1,no-memory": {"every": 1, "memory": False},
+            "every=1000,no-memory": {"every": 1000, "memory": False, "histograms_every": 0},
             "check_numerics": {"check_numerics": True}}
 _COLLECTED = re.compile(rb"Collected : (\d+)")
 
