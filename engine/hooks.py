@@ -33,6 +33,7 @@ _SHARED_POINTS = ("oom", "step_begin", "step_end", "data_wait", "module_begin", 
                   "optimizer_step_end")
 
 recorders: list[Any] = []  # the one list, in call order
+_methods_of: dict[int, tuple] = {}  # id(recorder) -> its (method name, bound method, owner) found when it was added
 
 # Per recorder method: the bound methods of the recorders that have it, in call order (kept by _rebuild).
 op_begin: tuple = ()
@@ -206,13 +207,17 @@ def add_recorder(recorder: Any) -> Any:
     """Put ``recorder`` in the list (once; adding it again does nothing); returns it (the handle)."""
     if any(r is recorder for r in recorders):
         return recorder
-    if not any(_implemented(recorder, name) for name in RECORDER_METHODS):
+    owner = getattr(recorder, "observer", recorder) if isinstance(recorder, _ObserverRecorder) else recorder
+    methods = tuple((name, method, owner) for name in RECORDER_METHODS
+                    if (method := _implemented(recorder, name)) is not None)
+    if not methods:
         raise TypeError(f"{type(recorder).__name__} has none of the recorder methods {', '.join(RECORDER_METHODS)}")
     order = getattr(recorder, "recorder_order", 0)
     at = len(recorders)
     while at and getattr(recorders[at - 1], "recorder_order", 0) > order:
         at -= 1
     recorders.insert(at, recorder)
+    _methods_of[id(recorder)] = methods
     _rebuild()
     return recorder
 
@@ -223,23 +228,22 @@ def remove_recorder(recorder: Any) -> None:
     if len(kept) == len(recorders):
         return
     recorders[:] = kept
+    _methods_of.pop(id(recorder), None)
     _forget(recorder)
     _rebuild()
 
 
 def _rebuild() -> None:
-    """The per-method tuples and flags from ``recorders``; ``_owners`` for the engine's calls."""
+    """The per-method tuples and flags from ``recorders`` (their methods as found when added); ``_owners``."""
     global allocation_site, ops_observed, optimizer_observed, memory_observed
-    module = globals()
     owners = [entry for entry in _owners if entry[2] in HOOK_POINTS and entry[2] not in _SHARED_POINTS]
-    for name in RECORDER_METHODS:
-        methods = []
-        for recorder in recorders:
-            method = _implemented(recorder, name)
-            if method is not None:
-                methods.append(method)
-                owner = getattr(recorder, "observer", recorder) if isinstance(recorder, _ObserverRecorder) else recorder
-                owners.append((method, owner, name))
+    by_name: dict[str, list[Any]] = {name: [] for name in RECORDER_METHODS}
+    for recorder in recorders:
+        for name, method, owner in _methods_of[id(recorder)]:
+            by_name[name].append(method)
+            owners.append((method, owner, name))
+    module = globals()
+    for name, methods in by_name.items():
         module[name] = tuple(methods) if name != "allocation_site" else (methods[0] if methods else None)
     _owners[:] = owners
     ops_observed = bool(op_begin or op)
@@ -413,6 +417,16 @@ def op_event(name: str, module: str, arrays: Any, outputs: tuple[Any, ...] = (),
 def current_step() -> int:
     """The index of the training step in progress (0 before the first ``optimizer.step()``)."""
     return _step
+
+
+def step_of_record() -> int:
+    """The step a value recorded now belongs to: the step in progress, or the one that just ended (0 before any)."""
+    return _step if _step_open or not _step else _step - 1
+
+
+def step_is_open() -> bool:
+    """Whether the step ``current_step()`` has begun (and not ended yet)."""
+    return _step_open
 
 
 def current_module() -> str:

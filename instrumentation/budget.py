@@ -15,6 +15,7 @@ DECIDE_STEPS = 16  # the interval is reconsidered after at least this many steps
 MAX_INTERVAL = 1000
 SMOOTHING = 0.3  # weight of the newest window in the running estimates
 MIN_RUN_SHARE = 0.25  # of the measured budget, what periodic work gets even when the fixed cost takes all of it
+RISE_LIMIT = 1.5  # a window's cost above this many times the estimate counts as this much (a real rise: a few windows)
 OUTLIER = 10  # a step longer than this many times the estimate counts as this long
 GROWTH = 4  # the interval grows at most this many times per decision: each longer one is measured before the next
 SHRINK_MARGIN = 0.8  # a shorter interval is taken only when it keeps the cost below this share of the target
@@ -68,13 +69,17 @@ class Pacer:
     ``MIN_RUN_SHARE`` of that when ``f`` alone exceeds it: thinning cannot help more): settled after the
     warm-up's full observation and a few windows, longer when steps get shorter and shorter when they get longer
     (hysteresis: it gets shorter only if the shorter one keeps the cost within ``SHRINK_MARGIN`` of the budget).
-    ``every``: a fixed interval, the costs are still measured.
+    ``every``: a fixed interval, the costs are still measured. ``measured_share``: of the budget, what the measured
+    work may take (an observer that times nearly all it does leaves less headroom); ``min_run_share``: of that,
+    what the periodic work keeps when the fixed cost takes it all.
     ``min_interval``: the interval never goes below it (e.g. histograms every 100 steps at most)."""
 
     def __init__(self, observer: str, budget: float = DEFAULT_BUDGET, *, every: int | None = None,
-                 min_interval: int = 1, max_interval: int = MAX_INTERVAL, warmup_steps: int = WARMUP_STEPS) -> None:
+                 min_interval: int = 1, max_interval: int = MAX_INTERVAL, warmup_steps: int = WARMUP_STEPS,
+                 measured_share: float = MEASURED_SHARE, min_run_share: float = MIN_RUN_SHARE) -> None:
         self.observer = observer
         self.budget = check_budget(observer, budget)
+        self.measured_share, self.min_run_share = measured_share, min_run_share
         self.fixed = every is not None
         self.min_interval, self.max_interval = max(1, min_interval), max(1, min_interval, max_interval)
         self.interval = every if every is not None else self.min_interval
@@ -128,18 +133,19 @@ class Pacer:
         """The least interval whose predicted cost per step is within ``margin`` of the measured budget."""
         if not self.run_ns:
             return self.min_interval
-        target = margin * self.budget * MEASURED_SHARE * (self.base_ns or 0.0)
-        room = max(target - (self.fixed_ns or 0.0), target * MIN_RUN_SHARE)
+        target = margin * self.budget * self.measured_share * (self.base_ns or 0.0)
+        room = max(target - (self.fixed_ns or 0.0), target * self.min_run_share)
         interval = self.max_interval if room <= 0 else math.ceil(self.run_ns / room)
         return min(max(interval, self.min_interval), self.max_interval)
 
 
 def _smooth(old: float | None, new: float) -> float:
-    """A cost's running estimate moved towards ``new``, a window at most 3x the estimate counting as 3x (a window
-    with a preemption in a run measures the machine's load, not the work)."""
+    """A cost's running estimate moved towards ``new``, a window at most ``RISE_LIMIT`` times the estimate counting
+    as that much (a window with a preemption inside a timed span measures the machine's load, not the work: on a
+    loaded machine one span in a dozen of a few hundred microseconds holds a time slice of someone else's)."""
     if old is None:
         return new
-    return old + SMOOTHING * (min(new, 3 * old) - old)
+    return old + SMOOTHING * (min(new, RISE_LIMIT * old) - old)
 
 
 def _follow(old: float | None, new: float) -> float:

@@ -35,7 +35,7 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
 
     ``memory``: also start a ``MemoryTracker`` (``mem/<device>/*`` scalars, snapshots, OOM capture, leak
     alerts; ``memory_stacks`` records allocation stacks, which costs more). ``capture_requests``: answer the
-    board's Capture button (a request file in the run directory, checked at step boundaries). Both are closed
+    board's Capture button (a request file in the run directory, checked at the sampled steps' ends). Both are closed
     with the handle.
     """
     budget = check_budget("watch", budget)
@@ -57,5 +57,5 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
         handle.attach(MemoryTracker(writer, model=model, stacks=memory_stacks, budget=budget * MEMORY_SHARE,
                                     every=None if every is None else 1))
     if capture_requests:
-        handle.attach(OnDemandCapture(writer.log_dir).start())
+        handle.serve_captures(OnDemandCapture(writer.log_dir))
     return handle

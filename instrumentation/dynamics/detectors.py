@@ -1,14 +1,13 @@
-"""Alert rules over the watched signals: exploding/vanishing updates, dead layers, loss spikes."""
+"""Alert rules over the watched signals: exploding/vanishing updates, dead layers, loss spikes (``loss_rule``)."""
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from instrumentation.dynamics.loss_rule import LossSpikeRule
 from instrumentation.dynamics.thresholds import DynamicsThresholds
-from instrumentation.format.alert_names import DEAD_UNITS, EXPLODING_GRADIENT, LOSS_SPIKE, VANISHING_GRADIENT
+from instrumentation.format.alert_names import DEAD_UNITS, EXPLODING_GRADIENT, VANISHING_GRADIENT
 from instrumentation.format.alerts import Alert
 
 
@@ -27,6 +26,10 @@ class Streaks:
 
     def __init__(self) -> None:
         self.episodes: dict[tuple[str, str], _Episode] = {}
+
+    def unconfirmed(self) -> bool:
+        """Whether a condition holds that has not reached its patience yet (an episode to confirm or end)."""
+        return any(not episode.reported for episode in self.episodes.values())
 
     def observe(self, kind: str, subject: str, step: int, holds: bool, value: float, patience: int) -> _Episode | None:
         """The episode to report now (once, when it reaches the patience), else None; a miss ends the episode."""
@@ -50,10 +53,8 @@ class DynamicsRules:
     def __init__(self, thresholds: DynamicsThresholds) -> None:
         self.thresholds = thresholds
         self.streaks = Streaks()
-        self.losses: deque[float] = deque(maxlen=thresholds.loss_window)
-        self._sorted_losses: list[float] = []
-        self.first_median: float | None = None
-        self.in_spike = False
+        self.loss_rule = LossSpikeRule(thresholds)
+        self.loss = self.loss_rule.observe  # (step, value) -> alerts: every loss (docs/dynamics.md)
         self.learning_rate: float | None = None
         self.peak_learning_rate = 0.0
 
@@ -117,34 +118,3 @@ class DynamicsRules:
                       f"{episode.checks} check(s) since step {episode.first_step} (threshold {t.dead_fraction:.0%})",
                       step, evidence={"dead_fractions": episode.values, "first_step": episode.first_step,
                                       "threshold": t.dead_fraction})]
-
-    def loss(self, step: int, value: float) -> list[Alert]:
-        """A loss far above the recent median, or not finite; judged once ``loss_min_history`` losses are in and reported at the
-        first step of each run of such steps (a spike is one step: no patience)."""
-        t, losses = self.thresholds, self.losses
-        alerts = []
-        if len(losses) >= t.loss_min_history:
-            recent = self._median()
-            if self.first_median is None:
-                self.first_median = recent
-            limit = max(t.loss_spike_factor * recent, recent + t.loss_spike_min_rise * self.first_median)
-            spike = not math.isfinite(value) or value > limit
-            if spike and not self.in_spike:
-                alerts.append(Alert(LOSS_SPIKE, "warning" if math.isfinite(value) else "error", "loss",
-                                    f"loss {value:.4g} at step {step} is above {limit:.4g} ({t.loss_spike_factor:g}× "
-                                    f"the median {recent:.4g} of the last {len(losses)} steps)", step,
-                                    evidence={"loss": value, "median": recent, "limit": limit,
-                                              "window": list(losses)}))
-            self.in_spike = spike
-        if math.isfinite(value):
-            if len(losses) == losses.maxlen:
-                del self._sorted_losses[bisect_left(self._sorted_losses, losses[0])]
-            losses.append(value)
-            insort(self._sorted_losses, value)
-        return alerts
-
-    def _median(self) -> float:
-        """``statistics.median`` of the recent losses, from a sorted copy kept alongside (no sort per step)."""
-        ordered, count = self._sorted_losses, len(self._sorted_losses)
-        middle = count // 2
-        return ordered[middle] if count % 2 else (ordered[middle - 1] + ordered[middle]) / 2

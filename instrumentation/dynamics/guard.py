@@ -21,9 +21,13 @@ class FailureReporter:
         except PropagatingError:
             raise
         except Exception as error:  # noqa: BLE001 - observing must never break training
-            count = self.failed.get(place, 0)
-            self.failed[place] = count + 1
-            if count == 0:
-                print(f"{self.owner}: {place} failed and is skipped ({type(error).__name__}: {error}); further "
-                      "failures there are not reported", file=sys.stderr)
+            self.failed_at(place, error)
             return None
+
+    def failed_at(self, place: str, error: Exception) -> None:
+        """Count a failure at ``place``; the first one is printed (for callers that catch it themselves)."""
+        count = self.failed.get(place, 0)
+        self.failed[place] = count + 1
+        if count == 0:
+            print(f"{self.owner}: {place} failed and is skipped ({type(error).__name__}: {error}); further "
+                  "failures there are not reported", file=sys.stderr)

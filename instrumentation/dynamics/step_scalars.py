@@ -51,7 +51,7 @@ class ScalarSeries:
     def __init__(self, writer: Any, tag: str, batch: int = 64) -> None:
         self.writer, self.tags, self.batch = writer, (tag,), batch
         self._add_rows = getattr(writer, "add_scalar_rows", None)
-        self.rows: list[list[float]] = []
+        self.values: list[float] = []
         self.steps: list[int] = []
         self.walls: list[float] = []
 
@@ -59,13 +59,28 @@ class ScalarSeries:
         if self._add_rows is None:
             self.writer.add_scalar(self.tags[0], value, step)
             return
-        self.rows.append([value])
+        self.values.append(value)
         self.steps.append(step)
-        self.walls.append(time.time())
-        if len(self.rows) >= self.batch:
+        self.walls.append(_wall())
+        if len(self.steps) >= self.batch:
             self.flush()
 
     def flush(self) -> None:
-        if self.rows:
-            rows, steps, walls, self.rows, self.steps, self.walls = self.rows, self.steps, self.walls, [], [], []
-            self._add_rows(self.tags, rows, steps, walls)
+        if self.steps:
+            values, steps, walls, self.values, self.steps, self.walls = self.values, self.steps, self.walls, [], [], []
+            self._add_rows(self.tags, [[value] for value in values], steps, walls)
+
+    def extend(self, values: list[float], steps: list[int], walls: list[float]) -> None:
+        """``add`` for several values, each with the wall time it was taken at."""
+        if self._add_rows is None:
+            for value, step in zip(values, steps):
+                self.writer.add_scalar(self.tags[0], value, step)
+            return
+        self.values += values
+        self.steps += steps
+        self.walls += walls
+        if len(self.steps) >= self.batch:
+            self.flush()
+
+
+_wall = time.time

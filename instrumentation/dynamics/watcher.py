@@ -1,11 +1,24 @@
-"""Watch: the handle watch() returns — an engine.hooks observer, an engine.fit callback, and close()."""
+"""Watch: the handle watch() returns — an engine recorder, an engine.fit callback, and close().
+
+Sampling (docs/dynamics.md, *How a step is sampled*): the statistics run on the steps the pacers choose, and only
+those steps pay for them. The handle's one permanent recorder method is ``step_end``; on a step that is not sampled
+it returns after one comparison. At the end of the step before a sampled one the handle *arms*: it adds its
+sampler (optimizer hook points, data waits) to the engine's recorders and puts forward hooks on the watched
+layers; at the end of the sampled step it writes that step's scalars, gives the pacers the window's measured
+costs and disarms (unless the next step is sampled too). What runs at every step: ``log_loss`` (the loss is
+never thinned) and, with ``check_numerics``, the numerics check (a guard).
+"""
 from __future__ import annotations
 
+import functools
 from time import perf_counter_ns as _now_ns
+from time import thread_time_ns as _thread_ns
+from time import time as _wall
 from typing import Any
 
 import engine
 from engine import hooks
+from engine.hooks import PropagatingError
 from instrumentation.budget import Pacer
 from instrumentation.dynamics.activations import activation_stats, activation_tags, watched_layers
 from instrumentation.dynamics.detectors import DynamicsRules
@@ -17,15 +30,40 @@ from instrumentation.dynamics.step_scalars import ScalarSeries, StepScalars
 from instrumentation.dynamics.thresholds import DynamicsThresholds
 from instrumentation.format import tags as tag_names
 from instrumentation.format.alerts import Alert, AlertWriter
-from instrumentation.profiler.spans import log_end
+from instrumentation.profiler.spans import log_end, recording
 
 LOSS_TAG, LEARNING_RATE_TAG = "train/loss", "train/learning_rate"
 HISTOGRAMS_SHARE = 0.15  # of a Watch's budget, for its histograms; the rest for the per-step statistics
+LOSS_BATCH = 64  # losses handed to the writer in one item (one add_scalar_rows)
+LOSS_LATENCY_S = 2.0  # losses older than this are handed to the writer at a sampled step's end
 BURST_STEPS = 32  # after a loss spike, steps observed whatever the interval: the evidence of what goes wrong
+# Of the budget, what the handle's measured work may take: it times all it does at every step and on sampled steps;
+# the rest is for the engine calling its one step_end and the writer thread encoding what it logged.
+MEASURED_SHARE = 0.6
+# What the sampled steps keep of it when the loss alone takes it all (a tiny step): the budget is what matters,
+# the interval is at most 1000 steps and a pathology seen once is confirmed at the next steps (_next_sample).
+MIN_RUN_SHARE = 0.1
+
+
+class _Sampler:
+    """The recorder a Watch adds to the engine's list for the steps it samples (with ``check_numerics``: for every
+    step, the parameters' check being a guard): the optimizer's hook points and the data waits."""
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+
+    def optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
+        self.watch._optimizer_step_begin(event)
+
+    def optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
+        self.watch._optimizer_step_end(event)
+
+    def data_wait(self, event: hooks.DataWaitEvent) -> None:
+        self.watch._data_wait_ns += event.wait_ns
 
 
 class Watch:
-    """Subscribed to the engine's step and optimizer hook points, with forward hooks on the model's leaf layers.
+    """An engine recorder (``step_end``) with a sampler armed for the sampled steps (see the module docstring).
 
     Pass it to ``engine.fit(..., callbacks=[handle])`` to log the loss, or call ``log_loss`` in a hand-written
     loop. ``alerts`` lists what was reported (also appended to the run's ``plugins/alerts/alerts.jsonl``).
@@ -40,19 +78,21 @@ class Watch:
                  check_numerics: bool, raise_on_nonfinite: bool, thresholds: DynamicsThresholds,
                  budget: float) -> None:
         self.model, self.writer, self.histograms_every = model, writer, histograms_every
-        self._pace = Pacer(tag_names.WATCH_OBSERVER, budget * (1 - HISTOGRAMS_SHARE), every=every)
+        self._pace = Pacer(tag_names.WATCH_OBSERVER, budget * (1 - HISTOGRAMS_SHARE), every=every,
+                           measured_share=MEASURED_SHARE, min_run_share=MIN_RUN_SHARE)
         self._histogram_pace = None if not histograms_every else Pacer(
             tag_names.HISTOGRAMS_OBSERVER, budget * HISTOGRAMS_SHARE, every=None if every is None else histograms_every,
-            min_interval=histograms_every)
-        self._fixed_ns = self._run_ns = self._histogram_ns = 0  # measured this step: always, statistics, histograms
+            min_interval=histograms_every, measured_share=MEASURED_SHARE, min_run_share=MIN_RUN_SHARE)
+        # measured since the last sampled step's end: at every step (the loss), on sampled steps, histograms
+        self._fixed_ns = self._run_ns = self._histogram_ns = 0
         self._histograms_ran = False
-        self._last_end_ns = 0
         self._burst_until = -1  # steps before it are observed whatever the interval (after a loss spike)
         self.optimizer = optimizer
         self.alerts: list[Alert] = []
         self.closed = False
         self._alert_writer = AlertWriter(writer.log_dir)
         self._rules = DynamicsRules(thresholds)
+        self._loss_rule = self._rules.loss
         self._guard = FailureReporter("flowscope.watch")
         self._named_parameters = list(model.named_parameters())
         self._ndims = {name: len(param.shape) for name, param in self._named_parameters}
@@ -61,21 +101,35 @@ class Watch:
         self._tags_of_names: dict[tuple[str, ...], list[str]] = {}  # parameter names -> their tags, interleaved
         self._scalars = StepScalars(writer)
         self._losses = ScalarSeries(writer, LOSS_TAG)
+        # (value, step, wall time) kept by log_loss until LOSS_BATCH (or LOSS_LATENCY_S) for the writer
+        self._kept_losses: list[tuple[float, int, float]] = []
+        self._wall_offset_s = _wall() - _now_ns() * 1e-9  # time.time() - perf_counter: a loss's wall time
         self._tracker = ParameterTracker(self._named_parameters, extremes=False)  # min/max are not written
         self._nonfinite = NonfiniteCounts()
         self._tracking = False
-        self._open_step: int | None = None
-        self._last_step: int | None = None
         self._data_wait_ns = 0
         self._batch_size: int | None = None
         self._components: list[Any] = []
-        self._handles = [module.register_forward_hook(self._layer_hook(path, type(module).__name__))
-                         for path, module in watched_layers(model)]
-        self._handles.append(model.register_forward_hook(self._batch_hook))
+        self._captures: list[Any] = []  # OnDemandCapture: checked at the sampled steps' ends
+        # forward hooks, put on the modules only for the steps whose statistics are due (``_arm``)
+        self._forward_hooks = [(module, functools.partial(self._layer_output, f"activation stats of {path}", path,
+                                                          type(module).__name__, activation_tags(path)))
+                               for path, module in watched_layers(model)]
+        self._forward_hooks.append((model, self._batch_hook))
+        self._handles: list[Any] = []
+        self._sampler = _Sampler(self)
+        self._sampler_added = False
+        self._armed_step = self._stats_step = self._histograms_step = -1  # the step observed now, if any
+        self._wake_step = 0  # step_end does nothing before this step's end
+        self._resets = hooks.step_resets
+        self._window_step: int | None = None  # the last sampled step (its end closed the pacers' last window)
+        self._window_ns = 0  # the training thread's CPU time then
         self.numerics = NumericsObserver(self._report, raise_on_nonfinite) if check_numerics else None
         hooks.add_recorder(self)
         if self.numerics is not None:
             self.numerics.attach()
+            self._add_sampler()  # NOTE: the parameters' check runs at every step
+        self._arm(hooks.current_step())  # the first step is sampled (the pacers' warm-up observes every step)
 
     @property
     def every(self) -> int:
@@ -90,19 +144,26 @@ class Watch:
         self._components.append(component)
         return component
 
+    def serve_captures(self, capture: Any) -> Any:
+        """Attach ``capture`` (an ``OnDemandCapture``, not started) and call its ``check()`` at the end of each
+        sampled step (it looks for a request at most every ``check_interval_ms``); returns it."""
+        self.attach(capture)
+        self._captures.append(capture)
+        return capture
+
     def close(self) -> None:
-        """Detach every hook and forward hook this handle added and close attached components; idempotent."""
+        """Detach every recorder and forward hook this handle added and close attached components; idempotent."""
         if self.closed:
             return
         self.closed = True
         hooks.remove_recorder(self)
+        hooks.remove_recorder(self._sampler)
+        self._sampler_added = False
+        self._remove_forward_hooks()
         self._guard.call("writing the last scalars", self._scalars.flush)
-        self._guard.call("writing the last losses", self._losses.flush)
+        self._guard.call("writing the last losses", self._write_losses)
         if self.numerics is not None:
             self.numerics.detach()
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
         for component in reversed(self._components):
             self._guard.call(f"closing {type(component).__name__}", component.close)
         self._components.clear()
@@ -113,138 +174,222 @@ class Watch:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # ---- loss -----------------------------------------------------------------------------------------
+    # ---- loss: every step ---------------------------------------------------------------------------------
     def log_loss(self, value: Any, step: int | None = None) -> None:
-        """Log the training loss; ``step`` defaults to the step in progress, or the one that just ended."""
-        if step is None:
-            step = self._open_step if self._open_step is not None else (self._last_step or 0)
+        """Log the training loss; ``step`` defaults to the step in progress, or the one that just ended. Every loss
+        is judged by the spike rule at once (most with one comparison); the writer gets them in batches."""
         began = _now_ns()
-        self._guard.call("log_loss", self._log_loss, float(value), int(step))
-        log_end(LOG_SPAN, began)
+        try:
+            value = float(value)
+            step = hooks.step_of_record() if step is None else step if step.__class__ is int else int(step)
+            kept = self._kept_losses
+            kept.append((value, step, began * 1e-9 + self._wall_offset_s))  # NOTE: the wall time from `began`
+            if len(kept) >= LOSS_BATCH:
+                self._write_losses()
+            alerts = self._loss_rule(step, value)
+            if alerts:
+                self._on_spike(alerts)
+        except PropagatingError:
+            raise
+        except Exception as error:  # noqa: BLE001 - observing must never break training
+            self._guard.failed_at("log_loss", error)
+        if recording:
+            log_end(LOG_SPAN, began)
         self._fixed_ns += _now_ns() - began
 
-    def _log_loss(self, value: float, step: int) -> None:
-        self._losses.add(value, step)
-        for alert in self._rules.loss(step, value):
-            self._report(alert)
-            if not self._pace.fixed:
-                self._burst_until = max(self._burst_until, hooks.current_step() + BURST_STEPS)
+    def _write_losses(self) -> None:
+        self._wall_offset_s = _wall() - _now_ns() * 1e-9  # the two clocks drift apart slowly: set again per batch
+        if self._kept_losses:
+            values, steps, walls = (list(column) for column in zip(*self._kept_losses))
+            self._kept_losses = []
+            self._losses.extend(values, steps, walls)
+            self._losses.flush()
 
-    def _due(self, step: int) -> bool:
-        return step % self._pace.interval == 0 or step < self._burst_until
+    def _on_spike(self, alerts: Any) -> None:
+        """Report the rule's alerts and observe the next steps whatever the interval, from the step now."""
+        for alert in alerts:
+            self._report(alert)
+        if not self._pace.fixed:
+            now = hooks.current_step()
+            self._burst_until = max(self._burst_until, now + BURST_STEPS)
+            if hooks.step_is_open():  # its end arms the steps after it (_next_sample)
+                self._wake_step = min(self._wake_step, now)
+            elif self._armed_step < now:  # between steps: observe the next one
+                self._arm(now)
 
     # ---- engine.fit callback ----------------------------------------------------------------------------
     def on_step_end(self, state: Any) -> None:
         if state.loss is not None:  # the optimizer step has closed the step: it is global_step - 1
-            began = _now_ns()
-            self._guard.call("on_step_end", self._log_loss, float(state.loss), max(int(state.global_step) - 1, 0))
-            self._fixed_ns += _now_ns() - began
+            self.log_loss(state.loss, max(int(state.global_step) - 1, 0))
 
-    # ---- engine.hooks observer --------------------------------------------------------------------------
-    def step_begin(self, event: hooks.StepEvent) -> None:
-        self._open_step, self._data_wait_ns = event.step, 0
-
-    def data_wait(self, event: hooks.DataWaitEvent) -> None:
-        self._data_wait_ns += event.wait_ns
-
+    # ---- the step boundary: the one recorder method called at every step -------------------------------------
     def step_end(self, event: hooks.StepEvent) -> None:
+        if event.step < self._wake_step and hooks.step_resets == self._resets:
+            return  # NOTE: the common step: not sampled, not the one before a sampled one
+        cpu_ns = _thread_ns()  # NOTE: before the span: a syscall, where a loaded machine's scheduler switches tasks
         began = _now_ns()
-        self._open_step, self._last_step = None, event.step
-        due = self._due(event.step)
-        if due:
-            self._step_end(event)
-        log_end(LOG_SPAN, began)
-        # the pacers get the step's measured costs; the step time is the time since the last step end (the loop's
-        # period), or the step's own duration
-        step_ns = event.time_ns - self._last_end_ns if self._last_end_ns else event.duration_ns
-        self._last_end_ns = event.time_ns
-        if due:
-            self._run_ns += _now_ns() - began
+        self._guard.call("the step's end", self._at_sample_boundary, event, began, cpu_ns)
+        if recording:
+            log_end(LOG_SPAN, began)
+
+    def _at_sample_boundary(self, event: hooks.StepEvent, began: int, cpu_ns: int) -> None:
+        """The end of a sampled step (its scalars; the pacers' window closes) and/or of the step before one (arm)."""
+        step = event.step
+        if hooks.step_resets != self._resets:  # a new run in this process: its steps count from its own start
+            self._resets, self._window_step = hooks.step_resets, None
+        if step == self._armed_step:
+            self._close_window(event, began, cpu_ns)
+            began = _now_ns()  # what follows is the next window's cost
+            if self._stats_step == step:
+                self._step_scalars(event)
+            self._scalars.flush()  # the step's scalars, and the pacers' if they decided: one writer item
+            for capture in self._captures:
+                capture.check()
+        upcoming = self._next_sample(step)
+        if upcoming == step + 1:
+            self._arm(upcoming)
         else:
-            self._fixed_ns += _now_ns() - began
-        decided = self._pace.record(step_ns, self._fixed_ns, self._run_ns, due)
+            self._disarm(upcoming - 1)
+        self._run_ns += _now_ns() - began
+
+    def _next_sample(self, step: int) -> int:
+        """The first step after ``step`` whose statistics or histograms are due. While a rule's condition holds
+        short of its patience, every step is (paced: not with a fixed ``every``): an episode is confirmed or
+        ended in ``patience`` steps, not ``patience`` intervals."""
+        if not self._pace.fixed and self._rules.streaks.unconfirmed():
+            self._burst_until = max(self._burst_until, step + 2)
+        if step + 1 < self._burst_until:
+            return step + 1
+        interval = self._pace.interval
+        upcoming = (step // interval + 1) * interval
         histograms = self._histogram_pace
         if histograms is not None:
-            if histograms.record(step_ns, 0, self._histogram_ns, self._histograms_ran):
-                self._guard.call("logging the pace", self._log_pace, histograms, event.step)
+            interval = histograms.interval
+            upcoming = min(upcoming, (step // interval + 1) * interval)
+        return upcoming
+
+    def _arm(self, step: int) -> None:
+        """Observe ``step``: the sampler in the engine's recorders, forward hooks on the layers if its statistics are
+        due. The step's end is the next boundary ``step_end`` stops at."""
+        self._armed_step = self._wake_step = step
+        stats = step % self._pace.interval == 0 or step < self._burst_until
+        histograms = self._histogram_pace is not None and step % self._histogram_pace.interval == 0
+        self._stats_step = step if stats else -1
+        self._histograms_step = step if histograms else -1
+        self._data_wait_ns = 0
+        if stats and not self._handles:
+            self._handles = [module.register_forward_hook(hook) for module, hook in self._forward_hooks]
+        elif not stats:
+            self._remove_forward_hooks()
+        self._add_sampler()
+
+    def _disarm(self, wake_step: int) -> None:
+        """Nothing to observe until ``wake_step``'s end (the step before the next sampled one)."""
+        self._armed_step, self._stats_step, self._histograms_step = -1, -1, -1
+        self._wake_step = wake_step
+        self._remove_forward_hooks()
+        if self._sampler_added and self.numerics is None:
+            hooks.remove_recorder(self._sampler)
+            self._sampler_added = False
+
+    def _add_sampler(self) -> None:
+        if not self._sampler_added:
+            hooks.add_recorder(self._sampler)
+            self._sampler_added = True
+
+    def _remove_forward_hooks(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _close_window(self, event: hooks.StepEvent, began: int, cpu_ns: int) -> None:
+        """Give the pacers the costs measured since the last sampled step's end and the time the steps took: the
+        training thread's CPU time (a loaded machine's waits for a CPU do not make steps look longer than they are;
+        the costs, wall time, are never shorter than their CPU time: the share is never under-estimated)."""
+        step, window_step = event.step, self._window_step
+        if window_step is None or step <= window_step:
+            steps, step_ns = 1, event.duration_ns
+        else:
+            steps, step_ns = step - window_step, cpu_ns - self._window_ns
+        self._window_step, self._window_ns = step, cpu_ns
+        stats_ran = self._stats_step == step
+        run_ns = self._run_ns + _now_ns() - began
+        decided = self._pace.record(step_ns, self._fixed_ns, run_ns, int(stats_ran), steps)
+        if decided:
+            self._log_pace(self._pace, step)
+        histograms = self._histogram_pace
+        if histograms is not None:
+            if histograms.record(step_ns, 0, self._histogram_ns, int(self._histograms_ran), steps):
+                self._log_pace(histograms, step)
             self._histogram_ns, self._histograms_ran = 0, False
         self._fixed_ns = self._run_ns = 0
-        if decided:
-            self._guard.call("logging the pace", self._log_pace, self._pace, event.step)
 
     def _log_pace(self, pacer: Pacer, step: int) -> None:
-        """The figures of the pacer's last window (after it reconsidered its interval)."""
+        """The figures of the pacer's last window (after it reconsidered its interval), with the step's scalars."""
         self._scalars.extend(*pacer.last.scalars(), step)
-        self._scalars.flush()
 
-    def _step_end(self, event: hooks.StepEvent) -> None:
+    def _step_scalars(self, event: hooks.StepEvent) -> None:
         step_time_ms = event.duration_ns / 1e6
         add = self._scalars.add
         add(tag_names.STEP_TIME_MS, step_time_ms, event.step)
         add(tag_names.DATA_TIME_MS, self._data_wait_ns / 1e6, event.step)
         if self._batch_size and step_time_ms > 0:
             add(tag_names.SAMPLES_PER_SEC, self._batch_size * 1e3 / step_time_ms, event.step)
-        self._scalars.flush()
-        self._losses.flush()
+        if self._kept_losses and _wall() - self._kept_losses[0][2] > LOSS_LATENCY_S:
+            self._write_losses()
 
-    def optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
+    # ---- the sampler's optimizer hook points ---------------------------------------------------------------
+    def _optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
         step = event.step
-        if step % self._pace.interval and step >= self._burst_until and (
-                self._histogram_pace is None or step % self._histogram_pace.interval):
-            self._tracking = False  # NOTE: the common step on a small model: nothing to do, nothing worth timing
+        if step != self._armed_step or (self.optimizer is not None and event.optimizer is not self.optimizer):
             return
         began = _now_ns()
-        self._optimizer_step_begin(event)
-        log_end(LOG_SPAN, began)
+        self._tracking = self._stats_step == step
         if self._tracking:
-            self._run_ns += _now_ns() - began
-        else:
-            self._fixed_ns += _now_ns() - began
-
-    def optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
-        if not self._tracking and self.numerics is None:
-            return
-        began, tracked = _now_ns(), self._tracking
-        self._optimizer_step_end(event)
-        log_end(LOG_SPAN, began)
-        if tracked:
-            self._run_ns += _now_ns() - began
-        elif self.numerics is None:  # NOTE: the numerics check is a guard the user asked for: not the budget's
-            self._fixed_ns += _now_ns() - began
-
-    def _optimizer_step_begin(self, event: hooks.OptimizerEvent) -> None:
-        if self.optimizer is not None and event.optimizer is not self.optimizer:
-            return
-        step = event.step
-        self._tracking = self._due(step)
-        if self._tracking:
-            self._tracker.begin(step)
+            self._guard.call("parameter statistics", self._tracker.begin, step)
             groups = getattr(event.optimizer, "param_groups", None)
             if groups and "lr" in groups[0]:
                 lr = float(groups[0]["lr"])
                 self._scalars.add(LEARNING_RATE_TAG, lr, step)
                 self._rules.observe_learning_rate(lr)
-        if self._histogram_pace is not None and self._histogram_pace.due(step):
-            began = _now_ns()
-            self._scalars.flush()  # keep the file's order: this step's scalars so far, then the histograms
-            for name, param in self._named_parameters:
-                self.writer.add_histogram(tag_names.WEIGHT + name, param.numpy(), step)
-                if param.grad is not None:
-                    self.writer.add_histogram(tag_names.GRAD + name, param.grad.numpy(), step)
+        histogram_ns = 0
+        if self._histograms_step == step:
+            histogram_ns = _now_ns()
+            self._guard.call("histograms", self._histograms, step)
+            histogram_ns = _now_ns() - histogram_ns
             self._histograms_ran = True
-            self._histogram_ns += _now_ns() - began
+            self._histogram_ns += histogram_ns
+        if recording:
+            log_end(LOG_SPAN, began)
+        self._run_ns += _now_ns() - began - histogram_ns
+
+    def _histograms(self, step: int) -> None:
+        self._scalars.flush()  # keep the file's order: this step's scalars so far, then the histograms
+        for name, param in self._named_parameters:
+            self.writer.add_histogram(tag_names.WEIGHT + name, param.numpy(), step)
+            if param.grad is not None:
+                self.writer.add_histogram(tag_names.GRAD + name, param.grad.numpy(), step)
 
     def _optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
         if self.optimizer is not None and event.optimizer is not self.optimizer:
             return
+        began = _now_ns()
         stats = None
         if self._tracking:
             self._tracking = False
-            stats = self._tracker.end()
-        if self.numerics is not None:
+            stats = self._guard.call("parameter statistics", self._tracker.end)
+        spent = _now_ns() - began
+        if self.numerics is not None:  # NOTE: a guard the user asked for: not the budget's
             self.numerics.check_parameters(event.optimizer, event.step, self._named_parameters, stats)
-        if stats is None:
-            return
+        if stats is not None:
+            began_writing = _now_ns()
+            self._guard.call("parameter scalars", self._parameter_scalars, stats)
+            spent += _now_ns() - began_writing
+        if recording:
+            log_end(LOG_SPAN, began)
+        self._run_ns += spent
+
+    def _parameter_scalars(self, stats: Any) -> None:
         tags = self._tags_of_names.get(stats.names)
         if tags is None:
             tags = self._tags_of_names[stats.names] = [tag for name in stats.names for tag in self._norm_tags[name]]
@@ -257,19 +402,15 @@ class Watch:
         for alert in self._rules.updates(stats.step, stats.names, stats.update_ratios, stats.grad_norms, self._ndims):
             self._report(alert)
 
-    # ---- forward hooks ----------------------------------------------------------------------------------
-    def _layer_hook(self, path: str, kind: str) -> Any:
-        place, tags = f"activation stats of {path}", activation_tags(path)
-        is_grad_enabled, current_step, call, layer_stats, due = (engine.is_grad_enabled, hooks.current_step,
-                                                                 self._guard.call, self._layer_stats, self._due)
-
-        def hook(module: Any, inputs: tuple, output: Any) -> None:
-            if module.training and is_grad_enabled() and due(current_step()):
-                began = _now_ns()
-                call(place, layer_stats, path, kind, tags, output)
+    # ---- forward hooks (on the modules only while a step's statistics are due) -----------------------------
+    def _layer_output(self, place: str, path: str, kind: str, tags: tuple[str, str, str], module: Any, inputs: tuple,
+                      output: Any) -> None:
+        if module.training and engine.is_grad_enabled():
+            began = _now_ns()
+            self._guard.call(place, self._layer_stats, path, kind, tags, output)
+            if recording:
                 log_end(LOG_SPAN, began)
-                self._run_ns += _now_ns() - began
-        return hook
+            self._run_ns += _now_ns() - began
 
     def _layer_stats(self, path: str, kind: str, tags: tuple[str, str, str], output: Any) -> None:
         step = hooks.current_step()

@@ -21,7 +21,9 @@ class OnDemandCapture:
 
     ``start()`` subscribes to the engine's ``step_end``; loops without the engine call ``poll()`` once per
     step instead. Idle cost per step: one clock read and a comparison; a ``stat`` at most every
-    ``check_interval_ms``. A request is claimed by renaming it (``capture_request.running.json``), the next
+    ``check_interval_ms``. A host that visits step boundaries of its own choosing (``watch()``: the steps it
+    samples) calls ``check()`` there instead of ``start()``: nothing at the other steps, and a claimed request
+    subscribes the capture to ``step_end`` until its steps are recorded. A request is claimed by renaming it (``capture_request.running.json``), the next
     ``steps`` steps are recorded, the trace is written from a background thread and the outcome file
     (``capture_request.done.json``) names the capture id."""
 
@@ -41,6 +43,7 @@ class OnDemandCapture:
         self._request: fmt.CaptureRequest | None = None
         self._writers: list[threading.Thread] = []
         self._subscribed = False
+        self._subscribed_for_capture = False  # by check(): taken out again when the capture is written
         self._reported = False
         self._step_start_ns = time.perf_counter_ns()
 
@@ -69,6 +72,16 @@ class OnDemandCapture:
     # --- the step boundary ------------------------------------------------------------------------------------
     def step_end(self, event: hooks.StepEvent) -> None:
         self._boundary(event)
+
+    def check(self) -> None:
+        """At a step boundary a host chose (not subscribed): look for a request if ``check_interval_ms`` has passed;
+        a claimed one records the steps from here on through ``step_end``."""
+        if self._recorder is not None or self._subscribed:
+            return
+        self._boundary(None)
+        if self._recorder is not None:
+            hooks.add_recorder(self)
+            self._subscribed = self._subscribed_for_capture = True
 
     def poll(self) -> None:
         """Call once per step from a loop that does not use the engine's optimizers."""
@@ -121,6 +134,9 @@ class OnDemandCapture:
     def _finish(self) -> None:
         recorder, request = self._recorder, self._request
         self._recorder = self._request = None
+        if self._subscribed_for_capture:
+            hooks.remove_recorder(self)
+            self._subscribed = self._subscribed_for_capture = False
         recorder.stop()
         remove_sink(recorder)
         writer = threading.Thread(target=self._write, args=(recorder, request), name="flowscope-capture-writer")

@@ -55,6 +55,8 @@ def test_watch_without_components_subscribes_only_itself(tmp_path):
     before = len(hooks.observers())
     with SummaryWriter(tmp_path) as writer:
         handle = watch(model, writer, memory=False, capture_requests=False)
-        assert len(hooks.observers()) == before + 1
+        added = hooks.observers()[before:]
+        # the handle, and its sampler while a sampled step is armed (the first step is)
+        assert [type(o).__name__ for o in added] == ["Watch", "_Sampler"] and added[0] is handle
         handle.close()
     assert len(hooks.observers()) == before

@@ -106,4 +106,4 @@ def test_watch_writes_the_same_scalars_through_either_writer_path(tmp_path):
     assert sorted((t, s) for t, _, s in plain.calls) == sorted(in_file)
     values = {(v.tag, e.step): v.value for e in read_run(tmp_path / "real") for v in e.values if hasattr(v, "value")}
     for tag, value, step in drop_timing(plain.calls):
-        assert values[(tag, step)] == np.float32(value) or np.isnan(value)
+        assert values[(tag, step)] == np.float32(value) or np.isnan(value), (tag, step)

@@ -153,7 +153,8 @@ def test_close_detaches_every_hook_and_forward_hook(tmp_path):
     forward_hooks_before = {path: dict(m._forward_hooks) for path, m in model.named_modules()}
     with SummaryWriter(tmp_path / "run") as writer:
         handle = watch(model, writer, check_numerics=True)
-        # watch, its numerics check, the memory tracker, its step log and peak capture, the capture requests
+        # watch, its sampler (kept at every step for the numerics check), its numerics check, the memory tracker,
+        # its step log and peak capture (the capture requests are checked by the watch: no recorder while idle)
         assert len(hooks.observers()) == len(observers_before) + 6
         assert handle.numerics.op in hooks.op  # the numerics check: an op recorder
         second = watch(mlp(4), writer, check_numerics=True, memory=False, capture_requests=False)

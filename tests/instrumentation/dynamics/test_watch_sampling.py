@@ -1,0 +1,83 @@
+"""How watch() samples: on a step it does not sample it is one recorder method (step_end) and nothing else — no
+optimizer hook points, no forward hooks; the steps it samples are armed the step before (sampler and forward
+hooks), disarmed after; a held condition short of its patience is confirmed at the next steps."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import engine
+from engine import hooks
+from engine.nn import functional as F
+from instrumentation import SummaryWriter, watch
+from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
+
+from dynamics_helpers import mlp, read_scalars
+
+
+def run(tmp_path, steps: int, on_step=None, **options: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """A hand-written loop; per step, what the engine and the model held for the watch while the step ran."""
+    rng = np.random.default_rng(0)
+    engine.manual_seed(0)
+    model = mlp(16)
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    x, y = rng.standard_normal((32, 64)).astype(np.float32), rng.integers(0, 10, 32)
+    seen: list[dict[str, Any]] = []
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path) as writer, watch(model, writer, optimizer=optimizer, memory=False,
+                                                  capture_requests=False, **options) as handle:
+        for step in range(steps):
+            if on_step is not None:
+                on_step(step, model)
+            hooks.mark_step_begin()
+            seen.append({"step": hooks.current_step(), "recorders": [type(r).__name__ for r in hooks.recorders],
+                         "forward_hooks": sum(len(m._forward_hooks) for m in model.modules()),
+                         "optimizer_observed": hooks.optimizer_observed})
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(engine.tensor(x)), engine.tensor(y))
+            loss.backward()
+            optimizer.step()
+            handle.log_loss(loss.item())
+    return handle, seen
+
+
+def test_an_unsampled_step_holds_only_the_step_end_recorder(tmp_path):
+    handle, seen = run(tmp_path, 40, every=10)
+    sampled = [s["step"] for s in seen if s["forward_hooks"]]
+    assert sampled == [0, 10, 20, 30]
+    for s in seen:
+        if s["step"] % 10:
+            assert s["recorders"] == ["Watch"] and not s["optimizer_observed"], s
+        else:  # armed at the end of the step before
+            assert s["recorders"] == ["Watch", "_Sampler"] and s["optimizer_observed"], s
+            assert s["forward_hooks"] == 4  # three watched layers and the batch-size hook on the model
+    scalars = read_scalars(tmp_path)
+    assert sorted(scalars["grad_norm/0.weight"]) == sorted(scalars["act/1/dead_fraction"]) == [0, 10, 20, 30]
+    assert sorted(scalars["train/loss"]) == list(range(40))  # the loss: every step
+    assert sorted(scalars["perf/step_time_ms"]) == [0, 10, 20, 30]
+
+
+def test_every_one_keeps_the_sampler_armed(tmp_path):
+    handle, seen = run(tmp_path, 12, every=1)
+    assert all(s["recorders"] == ["Watch", "_Sampler"] and s["forward_hooks"] == 4 for s in seen)
+    assert sorted(read_scalars(tmp_path)["grad_norm/0.weight"]) == list(range(12))
+
+
+def test_a_held_condition_is_confirmed_at_the_next_steps_not_the_next_checks(tmp_path):
+    """Dead units planted after the warm-up: once a check sees them, every step is checked until the episode
+    reaches its patience (10 checks): the alert comes 9 steps after the first check, whatever the interval."""
+    def kill_layer_0(step: int, model: Any) -> None:
+        if step == 100:
+            with engine.no_grad():
+                model[0].bias.data[...] = -50.0
+
+    handle, seen = run(tmp_path, 400, on_step=kill_layer_0, budget=0.05)
+    alerts = [a for a in AlertReader(tmp_path / ALERTS_RELPATH).read() if a.kind == "dead_units"]
+    assert alerts and alerts[0].subject == "1"
+    first = alerts[0].evidence["first_step"]
+    assert first >= 100 and alerts[0].step == first + 9
+    scalars = read_scalars(tmp_path)
+    assert set(range(first, first + 10)) <= set(scalars["act/1/dead_fraction"])  # ten checks in a row
+    in_effect = [k for step, k in sorted(scalars["perf/interval/watch"].items()) if step < 100][-1]
+    assert in_effect > 1  # the pathology was planted while the budget thinned the checks
