@@ -19,7 +19,8 @@ from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapsho
 from instrumentation.format.units import format_bytes
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.host import HostMemoryWatch
-from instrumentation.memory.leak import BYTES, DEVICE, MODULE, LeakSettings, TrendWindow, attribute, likely_cause
+from instrumentation.memory.leak import (BYTES, DEVICE, MODULE, LeakSettings, TrendWindow, attribute, likely_cause,
+                                         site_of)
 from instrumentation.memory.oom import oom_alert, requested_of
 from instrumentation.memory.snapshot import build_snapshot, parameter_names
 from instrumentation.memory.stacks import StackRecorder
@@ -123,6 +124,7 @@ class MemoryTracker:
         self._tags: tuple[str, ...] = ()  # the tags of each step's values: every device's tally.tags and categories
         # What was live at the last step ends (attribution: groups are summed from these only when a leak is found).
         self._group_history: deque[tuple[int, tuple]] | None = deque(maxlen=leak.window_steps) if leak else None
+        self._group_cache: dict[int, tuple[tuple, dict]] = {}  # step -> (its live_set() record, its live groups)
         self._steps = recording.StepLog(self._on_batch, batch_steps, batch_s, live=self._group_history)
         self._host_step, self._host_read_at = -host_every_steps, -float("inf")  # the last RSS read: step, monotonic s
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
@@ -449,9 +451,22 @@ class MemoryTracker:
                                    origin_ns=self._origin_ns, names=parameter_names(self.model), allocated_bytes=allocated,
                                    peak_bytes=allocated))
 
+    def _groups_at(self, step: int, live: tuple) -> dict[tuple, tuple[int, int]]:
+        """The live groups of a step end's ``live_set()`` record, summed once per record while its step is in the
+        leak window (each check after the first groups only the steps that entered the window since)."""
+        cached = self._group_cache.get(step)
+        if cached is None or cached[0] is not live:
+            cached = self._group_cache[step] = (live, live_groups(live, self._stacks))
+        return cached[1]
+
     def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int) -> None:
-        window = [(at, live_groups(live, self._stacks)) for at, live in self._group_history
-                  if found.steps[0] <= at <= found.steps[-1]]
+        in_window = [(at, live) for at, live in self._group_history if found.steps[0] <= at <= found.steps[-1]]
+        steps_in_window = {at for at, _ in in_window}
+        for old in [at for at in self._group_cache if at not in steps_in_window]:
+            del self._group_cache[old]
+        if tally.alerted and len(in_window) >= 2 and self._top_growth_alerted(device, tally, in_window):
+            return  # the same growth as an alert already raised: no attribution, no snapshot
+        window = [(at, self._groups_at(at, live)) for at, live in in_window]
         groups = attribute(window, device, self.leak_settings.min_z)
         key = tuple((g.site, g.op, g.shape, g.category) for g in groups[:1])
         if key in tally.alerted:
@@ -477,6 +492,18 @@ class MemoryTracker:
                                           names.STEPS: list(found.steps), names.LIVE_BYTES: list(found.values),
                                           names.GROUPS: evidence_groups, "cause": cause,
                                           names.SNAPSHOT: _capture_id(path)}))
+
+    def _top_growth_alerted(self, device: str, tally: _Tally, in_window: list[tuple[int, tuple]]) -> bool:
+        """Whether the group of ``device`` that grew most between the window's first and last step ends (two
+        groupings) is the top group of an alert already raised: a leak that keeps growing is reported once, and
+        its later checks cost two groupings, not an attribution over the window."""
+        first, last = self._groups_at(*in_window[0]), self._groups_at(*in_window[-1])
+        grown = [(first.get(key, (0, 0))[0] - counts[0], site_of(key[1], key[2], key[3]), key[2], key[4], key[6])
+                 for key, counts in last.items() if key[0] == device]
+        if not grown:
+            return False
+        shrink, *top = min(grown)  # the most growth; of equal ones the first site, as attribute() sorts them
+        return shrink < 0 and (tuple(top),) in tally.alerted
 
     def _report_host_growth(self, found: Trend, step: int) -> None:
         engine_growth = sum(trend(list(t.window.steps), list(t.window.values)).slope for t in self._tallies.values()
