@@ -1,4 +1,5 @@
-"""SystemSampler: a thread sampling CPU and RSS (psutil) and NVIDIA GPUs (NVML) onto the training-step axis."""
+"""SystemSampler: a thread sampling CPU and RSS (the process CPU clock, /proc/self/statm, psutil for children) and NVIDIA
+GPUs (NVML) onto the training-step axis; the training thread does nothing per step."""
 from __future__ import annotations
 
 import os
