@@ -86,7 +86,7 @@ class StepLog:
 
     def step_end(self, event: _hooks.StepEvent) -> None:
         step = event.step
-        wall_time, figures = _step_figures(step)
+        wall_time, figures = _step_figures(step, event.time_ns)
         entries = self.entries
         entries.append((step, wall_time, figures))
         if self.live is not None:
@@ -99,21 +99,31 @@ class StepLog:
             self._last_live = (step, signature, live)
             self.live.append((step, live))
         if len(entries) >= self.batch_steps or wall_time - entries[0][1] >= self.batch_s:
+            _set_wall_offset()
             self.on_batch()
 
 
 _buffers = _memory._buffers  # NOTE: the allocator's table (never rebound): its length is the live buffer count
 _closed: tuple = (None, -1, 0.0, [])  # (step, hooks.step_resets, wall time, figures) of the last step end closed
+_wall_offset_s = 0.0  # time.time() - time.perf_counter(), read again at every batch (the clocks may drift apart)
 
 
-def _step_figures(step: int) -> tuple[float, list[tuple]]:
-    """The step end's wall time and figures per device, the allocator's step peaks ended once for every log of the
-    same step end."""
+def _set_wall_offset() -> None:
+    global _wall_offset_s
+    _wall_offset_s = time.time() - time.perf_counter_ns() * 1e-9
+
+
+def _step_figures(step: int, time_ns: int) -> tuple[float, list[tuple]]:
+    """The step end's wall time (from ``time_ns``, the step end's ``perf_counter_ns`` the engine read: no clock read
+    here) and figures per device, the allocator's step peaks ended once for every log of the same step end."""
     global _closed
     closed = _closed
     if closed[0] != step or closed[1] != _hooks.step_resets:
-        closed = _closed = (step, _hooks.step_resets, time.time(), _memory.close_step_peaks(step))
+        closed = _closed = (step, _hooks.step_resets, time_ns * 1e-9 + _wall_offset_s, _memory.close_step_peaks(step))
     return closed[2], closed[3]
+
+
+_set_wall_offset()
 
 
 @dataclass(frozen=True, slots=True)
