@@ -179,7 +179,7 @@ class MemoryTracker:
             tally.allocated = allocated[-1]
             tally.record_peak = max(tally.record_peak, max(peaks))
             if tally.window is not None:
-                for step, found in tally.window.observe_many([steps[i] for i in indices] if indices else steps,
+                for step, found in tally.window.observe_many(steps if indices is None else [steps[i] for i in indices],
                                                              allocated):
                     self._report_leak(tally.device, tally, found, step)
             self._logged_figures(tally, indices, logged_at, logged, (allocated, peaks, at_peak, live_tensors))
