@@ -7,8 +7,8 @@ thread, ``PYTHONHASHSEED=0``, a real ``SummaryWriter`` flushed at the end so its
 difference of the two instruction totals divided by the difference of the step counts is the cost of one step,
 start-up excluded. The tracker runs with its defaults except ``batch_s`` and ``host_every_s`` (time-driven work
 would depend on valgrind's slowdown); ``--every k`` fixes its logging interval (the budget's choice depends on the
-timing under valgrind: compare two trees with it). ``--root`` runs another checkout's code (e.g. a copy of the tree before a
-change) with this driver.
+timing under valgrind: compare two trees with it). ``--root`` runs another checkout's code (e.g. a copy of the tree
+before a change) with this driver.
 """
 from __future__ import annotations
 

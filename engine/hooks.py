@@ -22,9 +22,8 @@ import time
 from typing import Any, NamedTuple
 
 # What a recorder may implement (see engine.recorders.Recorder for each signature).
-RECORDER_METHODS = ("op_begin", "op", "buffer_alloc", "buffer_free", "buffer_history", "allocation_site", "at_peak", "oom",
-                    "step_begin",
-                    "step_end", "data_wait", "module_begin", "module_end", "optimizer_step_begin",
+RECORDER_METHODS = ("op_begin", "op", "buffer_alloc", "buffer_free", "buffer_history", "allocation_site", "at_peak",
+                    "oom", "step_begin", "step_end", "data_wait", "module_begin", "module_end", "optimizer_step_begin",
                     "optimizer_step_end")
 # What a user's observer may implement (``subscribe``).
 HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "oom", "step_begin", "step_end", "data_wait", "module_begin",
