@@ -22,8 +22,8 @@ import time
 from typing import Any, NamedTuple
 
 # What a recorder may implement (see engine.recorders.Recorder for each signature).
-RECORDER_METHODS = ("op_begin", "op", "buffer_alloc", "buffer_free", "allocation_site", "at_peak", "oom", "step_begin",
-                    "step_end", "data_wait", "module_begin", "module_end", "optimizer_step_begin",
+RECORDER_METHODS = ("op_begin", "op", "buffer_alloc", "buffer_free", "buffer_history", "allocation_site", "at_peak",
+                    "oom", "step_begin", "step_end", "data_wait", "module_begin", "module_end", "optimizer_step_begin",
                     "optimizer_step_end")
 # What a user's observer may implement (``subscribe``).
 HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "oom", "step_begin", "step_end", "data_wait", "module_begin",
@@ -40,6 +40,7 @@ op_begin: tuple = ()
 op: tuple = ()
 buffer_alloc: tuple = ()
 buffer_free: tuple = ()
+buffer_history: tuple = ()
 at_peak: tuple = ()
 oom: tuple = ()
 step_begin: tuple = ()
@@ -52,7 +53,8 @@ optimizer_step_end: tuple = ()
 allocation_site: Any = None  # the first recorder's allocation_site, or None (only one site is kept per buffer)
 ops_observed: bool = False  # op_begin or op: the one flag Function.__call__ and backward test per op
 optimizer_observed: bool = False  # optimizer_step_begin or optimizer_step_end: Optimizer.step's one test
-memory_observed: bool = False  # buffer_alloc or buffer_free or allocation_site
+memory_observed: bool = False  # buffer_alloc or buffer_free or buffer_history or allocation_site
+free_observed: bool = False  # buffer_free or buffer_history: release()'s one test
 
 # The allocation site shared by every allocation of the engine call running now (``enter_site_scope``): while set,
 # the allocator records it instead of asking ``allocation_site`` again. None outside.
@@ -175,6 +177,11 @@ class Recorder:
     def buffer_free(self, buffer_id: int, nbytes: int, device: str, category: str, op: str) -> None:
         """The allocator freed a buffer (``op``: the one that allocated it)."""
 
+    def buffer_history(self, record: tuple) -> None:
+        """Per allocation and per free, one ``(time_ns, "alloc" | "free", bytes, op, step, device)`` tuple (a free's
+        op: the one that allocated the buffer), the same object for every recorder. Meant to be a C callable such as
+        a ``deque``'s bound ``append`` (``engine.memory_recording.HistoryRing``): no Python frame per allocation."""
+
     def allocation_site(self) -> Any:
         """What to keep as a new buffer's ``LiveBlock.site`` (only the first recorder that has this is asked)."""
 
@@ -235,7 +242,7 @@ def remove_recorder(recorder: Any) -> None:
 
 def _rebuild() -> None:
     """The per-method tuples and flags from ``recorders`` (their methods as found when added); ``_owners``."""
-    global allocation_site, ops_observed, optimizer_observed, memory_observed
+    global allocation_site, ops_observed, optimizer_observed, memory_observed, free_observed
     owners = [entry for entry in _owners if entry[2] in HOOK_POINTS and entry[2] not in _SHARED_POINTS]
     by_name: dict[str, list[Any]] = {name: [] for name in RECORDER_METHODS}
     for recorder in recorders:
@@ -248,7 +255,8 @@ def _rebuild() -> None:
     _owners[:] = owners
     ops_observed = bool(op_begin or op)
     optimizer_observed = bool(optimizer_step_begin or optimizer_step_end)
-    memory_observed = bool(buffer_alloc or buffer_free or allocation_site is not None)
+    memory_observed = bool(buffer_alloc or buffer_free or buffer_history or allocation_site is not None)
+    free_observed = bool(buffer_free or buffer_history)
 
 
 # --- users' observers: the event interface, adapted to the recorder list --------------------------------------------

@@ -8,7 +8,7 @@ engine, before any tensor, graph node or gradient refers to it, so an ``OutOfMem
 state intact. NumPy's scratch space inside a single op is not counted; on CUDA the device's own limit applies
 too; a ``MemoryError`` that NumPy raises inside an op becomes an ``OutOfMemoryError`` (``refused_by_system``).
 The allocator reports to the engine's recorders (``engine.hooks``: ``buffer_alloc``, ``buffer_free``,
-``allocation_site``, ``at_peak``, ``oom``); what a memory tracker records on top lives in ``engine.memory_recording``.
+``buffer_history``, ``allocation_site``, ``at_peak``, ``oom``); what a memory tracker records on top lives in ``engine.memory_recording``.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ class StepPeak:
 
 class _DeviceState:
     __slots__ = ("allocated", "peak", "live_tensors", "live_buffers", "limit", "categories", "step_peak", "rising",
-                 "peak_categories", "ended")
+                 "peak_categories", "ended", "peak_floor")
 
     def __init__(self) -> None:
         self.allocated = self.peak = self.live_tensors = self.live_buffers = self.step_peak = 0
@@ -91,6 +91,7 @@ class _DeviceState:
         self.rising = False  # allocated reached step_peak and nothing was freed since: categories are the peak's
         self.peak_categories: dict[str, int] = {}  # categories at step_peak, when not rising
         self.ended: tuple | None = None  # (step, allocated, peak, at peak, now) of the last end_step_peak(step=…)
+        self.peak_floor = 0  # at_peak recorders hear of step peaks of at least this many bytes (set_peak_floor)
 
 
 _devices: dict[str, _DeviceState] = {"cpu": _DeviceState()}
@@ -178,6 +179,13 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
             raise
         except Exception as error:  # noqa: BLE001 - recording must never break an allocation
             _hooks.report_failure(record, error)
+    if _hooks.buffer_history:  # NOTE: C appends (HistoryRing): no Python frame per allocation
+        record = (_now(), "alloc", nbytes, op, _hooks._step, device)
+        for append in _hooks.buffer_history:
+            try:
+                append(record)
+            except Exception as error:  # noqa: BLE001 - recording must never break an allocation
+                _hooks.report_failure(append, error)
     return key
 
 
@@ -226,12 +234,15 @@ def release(key: int) -> None:
     if entry[1]:
         return
     if state.rising:  # the first free after a peak: keep the categories as they were at it
-        _leave_peak(state, entry[3])
+        state.rising = False
+        state.peak_categories = state.categories.copy()
+        if _hooks.at_peak and state.allocated >= state.peak_floor:  # the buffers live now are the peak's
+            _hooks.emit(_hooks.at_peak, entry[3], state.allocated)
     del _buffers[key]
     state.allocated -= entry[0]
     state.categories[entry[4]] -= entry[0]
     state.live_buffers -= 1
-    if _hooks.buffer_free:  # NOTE: the one path with recorders; written out (not hooks.emit): a call less per free
+    if _hooks.free_observed:  # NOTE: the one path with recorders; written out (not hooks.emit): a call less per free
         for record in _hooks.buffer_free:
             try:
                 record(key, entry[0], entry[3], entry[4], entry[5])
@@ -239,15 +250,23 @@ def release(key: int) -> None:
                 raise
             except Exception as error:  # noqa: BLE001 - recording must never break a free
                 _hooks.report_failure(record, error)
+        if _hooks.buffer_history:
+            record = (_now(), "free", entry[0], entry[5], _hooks._step, entry[3])
+            for append in _hooks.buffer_history:
+                try:
+                    append(record)
+                except Exception as error:  # noqa: BLE001 - recording must never break a free
+                    _hooks.report_failure(append, error)
 
 
-def _leave_peak(state: _DeviceState, device: str) -> None:
-    state.rising = False
-    state.peak_categories = state.categories.copy()
-    if _hooks.at_peak:  # the buffers live now are the peak's (engine.memory_recording keeps a copy when asked)
-        _hooks.emit(_hooks.at_peak, device, state.allocated)
+def set_peak_floor(device: str, least_bytes: int) -> None:
+    """``at_peak`` recorders are called for step peaks on ``device`` of at least ``least_bytes`` only (0, the
+    default: every one). ``memory_recording.arm_peak_capture`` sets it to the size it waits for, so a tracker
+    armed above the highest peak so far hears nothing until a new high-water mark: no call per step."""
+    _state(device).peak_floor = max(0, int(least_bytes))
 
 
+_now = time.perf_counter_ns
 _new_tuple = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__ (~2x)
 
 

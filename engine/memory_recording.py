@@ -6,7 +6,8 @@ The allocator (``engine.memory``) only counts and keeps each live buffer's metad
 - ``SiteRecorder(capture)``: ``capture()`` runs in every ``register`` of a new buffer (or once per ``backward()``,
   ``hooks.enter_site_scope``) and what it returns is the buffer's ``LiveBlock.site`` (e.g. an interned stack).
 - ``HistoryRing(ring)``: appends ``(time_ns, "alloc" | "free", bytes, op, step, device)`` to ``ring`` (e.g. a
-  ``deque(maxlen=n)``) per allocation and free, the op being the buffer's (the one it was allocated by).
+  ``deque(maxlen=n)``) per allocation and free, the op being the buffer's (the one it was allocated by); the
+  allocator calls the ring's ``append`` itself (``buffer_history``).
 - ``StepLog(on_batch, …)``: the figures of every step end, batched (see the class).
 - ``arm_peak_capture`` / ``take_peak_capture``: a copy of the live buffers at the highest peak (a recorder of the
   allocator's ``at_peak`` while some device is armed).
@@ -21,7 +22,6 @@ from typing import Any, Callable
 from engine import hooks as _hooks
 from engine import memory as _memory
 
-_now = time.perf_counter_ns
 
 
 class SiteRecorder:
@@ -35,80 +35,95 @@ class SiteRecorder:
 
 
 class HistoryRing:
-    """A recorder appending one flat tuple per allocation and per free to ``ring`` (see the module docstring). Its
-    two methods are closures over the ring's ``append`` (they run per allocation: no attribute lookups)."""
+    """A recorder appending one flat tuple per allocation and per free to ``ring`` (see the module docstring): its
+    ``buffer_history`` is the ring's own ``append`` (a deque's is C: no Python frame per allocation)."""
 
-    __slots__ = ("ring", "buffer_alloc", "buffer_free")
+    __slots__ = ("ring", "buffer_history")
 
     def __init__(self, ring: Any) -> None:
-        self.ring, append, hooks, now = ring, ring.append, _hooks, _now
-
-        def buffer_alloc(buffer_id: int, nbytes: int, device: str, category: str, op: str, shape: Any,
-                         dtype: Any) -> None:
-            append((now(), "alloc", nbytes, op, hooks._step, device))
-
-        def buffer_free(buffer_id: int, nbytes: int, device: str, category: str, op: str) -> None:
-            append((now(), "free", nbytes, op, hooks._step, device))
-
-        self.buffer_alloc, self.buffer_free = buffer_alloc, buffer_free
+        self.ring, self.buffer_history = ring, ring.append
 
 
 class StepLog:
-    """A recorder of the step ends. At every ``hooks.mark_step_end`` (before recorders of order 0) it appends to
-    ``records`` one tuple per device the allocator accounts for — ``(step, wall time s, device, allocated bytes,
-    step peak bytes, bytes per category at the peak, live tensors)`` — and ends the step peak
-    (``memory.end_step_peak(device, step)`` then returns the same figures; several logs get the same records). With
-    ``live`` (e.g. a ``deque(maxlen=n)``) it also appends ``(step, memory.live_set())`` there, the previous record
-    again when the previous step ended just before with the same live buffer count and bytes on every device
-    (nothing allocated or freed on balance). Every ``batch_steps`` steps, or when the first record waiting is
-    ``batch_s`` seconds old, it calls ``on_batch()``, which should ``take()`` the records; one that raises is
-    reported once on stderr and the records are kept. The category dicts are shared between readers: never change
-    them."""
+    """A recorder of the step ends. At every ``hooks.mark_step_end`` (before recorders of order 0) it keeps the step's
+    figures: per device the allocator accounts for, ``(device, allocated bytes, step peak bytes, bytes per category
+    at the peak, live tensors)`` — and ends the step peak (``memory.end_step_peak(device, step)`` then returns the
+    same figures; several logs get the same figures). ``take()`` hands them over as one tuple per device and step,
+    ``(step, wall time s, device, allocated bytes, step peak bytes, bytes per category at the peak, live tensors)``;
+    ``take_steps()`` as one ``(step, wall time s, [figures per device])`` per step end, as they were kept (no tuple
+    built per record: the tracker's way). With ``live`` (e.g. a ``deque(maxlen=n)``) it also appends ``(step,
+    memory.live_set())`` there, the previous record again when the previous step ended just before with the same
+    live buffer count and bytes on every device (nothing allocated or freed on balance). Every ``batch_steps``
+    steps, or when the first step waiting is ``batch_s`` seconds old, it calls ``on_batch()``, which should take
+    the figures; one that raises is reported once on stderr and the figures are kept. The category dicts are shared
+    between readers: never change them."""
 
-    __slots__ = ("records", "steps", "live", "on_batch", "batch_steps", "batch_s", "_last_live")
+    __slots__ = ("entries", "live", "on_batch", "batch_steps", "batch_s", "_last_live")
     recorder_order = -1  # a reading: before other recorders' work at the step end
 
     def __init__(self, on_batch: Callable[[], None], batch_steps: int = 16, batch_s: float = 0.5,
                  live: Any = None) -> None:
         if batch_steps < 1 or not batch_s >= 0:
             raise ValueError(f"batch_steps must be >= 1 and batch_s >= 0, got {batch_steps} and {batch_s}")
-        self.records: list[tuple] = []
-        self.steps = 0  # step ends in records
+        self.entries: list[tuple[int, float, list[tuple]]] = []  # (step, wall time, figures per device) per step end
         self.live, self.on_batch, self.batch_steps, self.batch_s = live, on_batch, batch_steps, batch_s
         self._last_live: tuple = (None, None, ())  # (step, signature, live_set()) of the last live record
 
+    @property
+    def steps(self) -> int:
+        """Step ends kept since the last take."""
+        return len(self.entries)
+
     def take(self) -> list[tuple]:
-        """The records appended since the last ``take``, oldest first."""
-        records, self.records, self.steps = self.records, [], 0
-        return records
+        """The records kept since the last take, oldest first: one per device and step end (see the class)."""
+        return [(step, wall_time, *figure) for step, wall_time, figures in self.take_steps() for figure in figures]
+
+    def take_steps(self) -> list[tuple[int, float, list[tuple]]]:
+        """The step ends kept since the last take, oldest first: ``(step, wall time s, [(device, allocated bytes,
+        step peak bytes, categories at the peak, live tensors) per device])`` each (the lists are shared)."""
+        entries, self.entries = self.entries, []
+        return entries
 
     def step_end(self, event: _hooks.StepEvent) -> None:
         step = event.step
-        wall_time, records = _step_records(step)
-        self.records += records
-        self.steps += 1
+        wall_time, figures = _step_figures(step, event.time_ns)
+        entries = self.entries
+        entries.append((step, wall_time, figures))
         if self.live is not None:
-            signature = (_memory.buffer_count(), *[record[3] for record in records])
+            # NOTE: one device (the usual case) compares a pair; the bytes of every device otherwise
+            signature = (len(_buffers), figures[0][1]) if len(figures) == 1 else \
+                (len(_buffers), *[figure[1] for figure in figures])
             last_step, last_signature, live = self._last_live
             if last_step != step - 1 or signature != last_signature:
                 live = _memory.live_set()
             self._last_live = (step, signature, live)
             self.live.append((step, live))
-        if self.steps >= self.batch_steps or wall_time - self.records[0][1] >= self.batch_s:
+        if len(entries) >= self.batch_steps or wall_time - entries[0][1] >= self.batch_s:
+            _set_wall_offset()
             self.on_batch()
 
 
-_closed: tuple = (None, 0.0, [])  # ((step, hooks.step_resets), wall time, records) of the last step end closed
+_buffers = _memory._buffers  # NOTE: the allocator's table (never rebound): its length is the live buffer count
+_closed: tuple = (None, -1, 0.0, [])  # (step, hooks.step_resets, wall time, figures) of the last step end closed
+_wall_offset_s = 0.0  # time.time() - time.perf_counter(), read again at every batch (the clocks may drift apart)
 
 
-def _step_records(step: int) -> tuple[float, list[tuple]]:
-    """The step end's records, the allocator's step peaks ended once for every log of the same step end."""
+def _set_wall_offset() -> None:
+    global _wall_offset_s
+    _wall_offset_s = time.time() - time.perf_counter_ns() * 1e-9
+
+
+def _step_figures(step: int, time_ns: int) -> tuple[float, list[tuple]]:
+    """The step end's wall time (from ``time_ns``, the step end's ``perf_counter_ns`` the engine read: no clock read
+    here) and figures per device, the allocator's step peaks ended once for every log of the same step end."""
     global _closed
-    key = (step, _hooks.step_resets)
-    if _closed[0] != key:
-        wall_time = time.time()
-        _closed = (key, wall_time, [(step, wall_time, *figures) for figures in _memory.close_step_peaks(step)])
-    return _closed[1], _closed[2]
+    closed = _closed
+    if closed[0] != step or closed[1] != _hooks.step_resets:
+        closed = _closed = (step, _hooks.step_resets, time_ns * 1e-9 + _wall_offset_s, _memory.close_step_peaks(step))
+    return closed[2], closed[3]
+
+
+_set_wall_offset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +154,7 @@ class _PeakCatcher:
     def capture(self, device: str, allocated_bytes: int) -> None:
         self.captured[device] = (_hooks._step, allocated_bytes, _memory.buffer_table())
         self.armed[device] = allocated_bytes + 1  # a higher peak later replaces it
+        _memory.set_peak_floor(device, allocated_bytes + 1)
 
 
 _peaks = _PeakCatcher()
@@ -150,6 +166,7 @@ def arm_peak_capture(device: str, min_bytes: int | None) -> None:
     nothing per allocation: the copy is made once per peak that qualifies."""
     if min_bytes is None:
         _peaks.armed.pop(device, None)
+        _memory.set_peak_floor(device, 0)
     else:
         try:
             least = operator.index(min_bytes)  # an int or a NumPy integer
@@ -158,6 +175,7 @@ def arm_peak_capture(device: str, min_bytes: int | None) -> None:
         if least < 0:
             raise ValueError(f"peak capture size must be a non-negative number of bytes or None, got {min_bytes!r}")
         _peaks.armed[device] = least
+        _memory.set_peak_floor(device, least)
     if _peaks.armed:
         _hooks.add_recorder(_peaks)
     else:

@@ -1,4 +1,5 @@
-"""SystemSampler: a thread sampling CPU and RSS (psutil) and NVIDIA GPUs (NVML) onto the training-step axis."""
+"""SystemSampler: a thread sampling CPU and RSS (the process CPU clock, /proc/self/statm, psutil for children) and NVIDIA
+GPUs (NVML) onto the training-step axis; the training thread does nothing per step."""
 from __future__ import annotations
 
 import os
@@ -12,6 +13,7 @@ import psutil
 
 from engine import hooks
 from instrumentation.budget import Pacer, check_every
+from instrumentation.memory.host import rss_reader
 from instrumentation.format import tags as tag_names
 from instrumentation.format.system_status import GpuStatus, write_gpu_status
 from instrumentation.format.tags import (CPU_PERCENT, MEM_TOTAL_BYTES, MEM_USED_BYTES, POWER_W, PROCESS_MEM_BYTES,
@@ -19,6 +21,7 @@ from instrumentation.format.tags import (CPU_PERCENT, MEM_TOTAL_BYTES, MEM_USED_
 
 _CPU_TAG, _RSS_TAG = tag_names.system_tag(CPU_PERCENT), tag_names.system_tag(RSS_BYTES)
 SAMPLER_BUDGET = 0.02  # of wall time: the thread holds the interpreter while it samples
+CHILDREN_EVERY_S = 1.0  # how often the list of child processes is read again (their figures: at every sample)
 
 
 class _Nvml:
@@ -59,6 +62,11 @@ class _Nvml:
             self.nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001 - shutting down a library we no longer use
             pass
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process, all threads (CLOCK_PROCESS_CPUTIME_ID: ns resolution, no read)."""
+    return time.process_time()
 
 
 def _memory(info: Any) -> dict[str, float]:
@@ -132,7 +140,9 @@ class SystemSampler:
         self.writer, self.interval, self.stall_flush_s = writer, float(interval), stall_flush_s
         self._process = psutil.Process()
         self._children: dict[int, psutil.Process] = {}
-        self._process.cpu_percent(None)  # the first call only starts the measurement
+        self._children_read_at = -float("inf")  # time.monotonic() of the last read of the child list
+        self._read_rss = rss_reader()
+        self._cpu_s, self._cpu_at = _cpu_seconds(), time.monotonic()  # the first sample's CPU share starts here
         self._nvml: _Nvml | None = None
         self.status = "GPU sampling off"
         if gpus:
@@ -163,7 +173,7 @@ class SystemSampler:
 
     def sample(self) -> dict[str, float]:
         """One sample now (tag → value), not written."""
-        values = {_CPU_TAG: self._process.cpu_percent(None), _RSS_TAG: float(self._process.memory_info().rss)}
+        values = {_CPU_TAG: self._cpu_percent(), _RSS_TAG: float(self._read_rss())}
         pids = {self._process.pid}
         for child in self._live_children():
             try:
@@ -210,6 +220,10 @@ class SystemSampler:
         if self._nvml is not None:
             self._nvml.close()
             self._nvml = None
+        fd = getattr(self._read_rss, "fd", None)
+        if fd is not None and not (self._thread is not None and self._thread.is_alive()):  # a late sample reads it
+            self._read_rss = lambda: self._process.memory_info().rss
+            os.close(fd)
 
     def __enter__(self) -> SystemSampler:
         return self
@@ -227,7 +241,22 @@ class SystemSampler:
             return
         self._pending, self._pending_step = {}, None
 
+    def _cpu_percent(self) -> float:
+        """This process's CPU time (all threads) since the last sample over the wall time, in percent of one CPU (as
+        psutil's ``cpu_percent``), from the process CPU clock: no file read."""
+        cpu_s, now = _cpu_seconds(), time.monotonic()
+        elapsed = now - self._cpu_at
+        percent = 100.0 * (cpu_s - self._cpu_s) / elapsed if elapsed > 0 else 0.0
+        self._cpu_s, self._cpu_at = cpu_s, now
+        return percent
+
     def _live_children(self) -> list[psutil.Process]:
+        """The child processes (recursively): the list is read again every ``CHILDREN_EVERY_S`` (a few reads per
+        thread of this process), so a new child is counted from at most that long after it started."""
+        now = time.monotonic()
+        if now - self._children_read_at < CHILDREN_EVERY_S:
+            return list(self._children.values())
+        self._children_read_at = now
         pids = _descendant_pids(self._process.pid)
         if pids is None:  # no /proc/<pid>/task/<tid>/children here: psutil scans every process of the machine
             try:

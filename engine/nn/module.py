@@ -16,6 +16,7 @@ from engine.tensor import Tensor
 _structure_version = 0
 _paths_root: Any = None  # weak reference to the root module that assigned the current paths
 _paths_version = -1
+_hooks_version = 0  # bumped whenever a forward hook is added or removed: engine-only answers are recomputed
 
 
 class IncompatibleKeys(NamedTuple):
@@ -30,7 +31,9 @@ class RemovableHandle:
         self._hooks, self._key = hooks, key
 
     def remove(self) -> None:
+        global _hooks_version
         self._hooks.pop(self._key, None)
+        _hooks_version += 1
 
 
 class Module:
@@ -52,8 +55,11 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         stack = _hooks.module_stack
-        if len(stack) == 1 and (_paths_version != _structure_version or _paths_root is None or _paths_root() is not self):
-            self._assign_paths()
+        if len(stack) == 1:
+            if _paths_version != _structure_version or _paths_root is None or _paths_root() is not self:
+                self._assign_paths()
+            if _hooks.allocation_site is not None and _hooks.site_scope is None and self._runs_engine_code_only():
+                return self._call_in_site_scope(args, kwargs)
         stack.append(self._path)
         if _hooks.module_begin or _hooks.module_end:
             return self._call_observed(args, kwargs)
@@ -62,6 +68,35 @@ class Module:
         finally:
             stack.pop()
         return self._apply_forward_hooks(args, out) if self._forward_hooks else out
+
+    def _call_in_site_scope(self, args: tuple, kwargs: dict) -> Any:
+        """A top-level call of a model made only of the engine's modules, with no forward hook, while an
+        ``allocation_site`` recorder records stacks: the stack is walked once, here (``hooks.enter_site_scope``), and
+        every buffer the forward allocates gets that site — the caller's line, which each allocation's own walk
+        would find, since only engine code runs inside (recorders run outside the scope)."""
+        previous = _hooks.enter_site_scope()
+        stack = _hooks.module_stack
+        stack.append(self._path)
+        try:
+            if _hooks.module_begin or _hooks.module_end:
+                return self._call_observed(args, kwargs)  # pops the path itself
+            try:
+                return self.forward(*args, **kwargs)  # NOTE: no forward hook here (_runs_engine_code_only)
+            finally:
+                stack.pop()
+        finally:
+            _hooks.exit_site_scope(previous)
+
+    def _runs_engine_code_only(self) -> bool:
+        """Whether this module and every submodule are the engine's own classes, with no forward hook and no
+        ``forward`` set on the instance (kept until the structure or a forward hook changes)."""
+        key = (_structure_version, _hooks_version)
+        cached = self.__dict__.get("_engine_only")
+        if cached is None or cached[0] != key:
+            only = all(type(module).__module__.startswith("engine.") and not module._forward_hooks
+                       and "forward" not in module.__dict__ for _, module in self.named_modules())
+            cached = self.__dict__["_engine_only"] = (key, only)
+        return cached[1]
 
     def _call_observed(self, args: tuple, kwargs: dict) -> Any:
         """``__call__`` with module_begin/module_end events (the path is already on the stack)."""
@@ -91,8 +126,10 @@ class Module:
 
     def register_forward_hook(self, hook: Callable[[Module, tuple, Any], Any]) -> RemovableHandle:
         """Call ``hook(module, inputs, output)`` after every forward; a non-None return replaces the output."""
+        global _hooks_version
         key = max(self._forward_hooks, default=-1) + 1
         self._forward_hooks[key] = hook
+        _hooks_version += 1
         return RemovableHandle(self._forward_hooks, key)
 
     # --- registration -------------------------------------------------------------------------------
@@ -124,6 +161,8 @@ class Module:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (use a Tensor or None)")
             buffers[name] = value
+        elif name == "forward":  # a forward of the user's on this instance: no longer engine code only
+            _structure_changed()
         d[name] = value
 
     def __delattr__(self, name: str) -> None:

@@ -20,7 +20,8 @@ from instrumentation.format.units import format_bytes
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.fragmentation import FragmentationWatch
 from instrumentation.memory.host import HostMemoryWatch
-from instrumentation.memory.leak import BYTES, DEVICE, MODULE, LeakSettings, TrendWindow, attribute, likely_cause
+from instrumentation.memory.leak import (BYTES, DEVICE, MODULE, LeakSettings, TrendWindow, attribute, likely_cause,
+                                         site_of)
 from instrumentation.memory.oom import oom_alert, requested_of
 from instrumentation.memory.snapshot import build_snapshot, parameter_names
 from instrumentation.memory.stacks import StackRecorder
@@ -124,6 +125,7 @@ class MemoryTracker:
         self._tags: tuple[str, ...] = ()  # the tags of each step's values: every device's tally.tags and categories
         # What was live at the last step ends (attribution: groups are summed from these only when a leak is found).
         self._group_history: deque[tuple[int, tuple]] | None = deque(maxlen=leak.window_steps) if leak else None
+        self._group_cache: dict[int, tuple[tuple, dict]] = {}  # step -> (its live_set() record, its live groups)
         self._steps = recording.StepLog(self._on_batch, batch_steps, batch_s, live=self._group_history)
         self._host_step, self._host_read_at = -host_every_steps, -float("inf")  # the last RSS read: step, monotonic s
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
@@ -162,51 +164,92 @@ class MemoryTracker:
 
     def _process(self, final: bool = False) -> None:
         """Scalars, leak tests and peak snapshots of the step ends logged since the last call, in step order;
-        ``final``: the last one is logged whatever the interval (closing)."""
+        ``final``: the last one is logged whatever the interval (closing). Each device's figures are read as
+        columns (a leak window takes its steps and bytes as lists; a logged peak is the highest of a slice): Python
+        work per logged step, C work per step."""
         began = time.perf_counter_ns()
-        records = self._steps.take()
-        observed: dict[_Tally, tuple[list[int], list[int]]] = {}  # each leak window's steps and allocated bytes
-        interval, logged = self.pace.interval, []
-        by_step = _by_step(records, self._tallies, self._tally)
-        last_step = by_step[-1][0] if final and by_step else None
-        for step, wall_time, figures in by_step:
-            if not figures:  # no device allocated on yet
-                continue
-            log_it = step % interval == 0 or step == last_step
-            for index, (tally, allocated, peak, at_peak, live_tensors) in enumerate(figures):
-                tally.allocated = allocated
-                if peak > tally.record_peak:
-                    tally.record_peak = peak
-                held = tally.held
-                if held is not None and held[0] > peak:  # a higher peak in the steps not logged: it is this point's
-                    peak, at_peak = held
-                    figures[index] = (tally, allocated, peak, at_peak, live_tensors)
-                tally.held = None if log_it else (peak, at_peak)
-                if tally.window is not None:
-                    window_rows = observed.get(tally)
-                    if window_rows is None:
-                        window_rows = observed[tally] = ([], [])
-                    window_rows[0].append(step)
-                    window_rows[1].append(allocated)
-            if log_it:
-                logged.append((step, wall_time, figures))
+        entries = self._steps.take_steps()
+        if not entries:
+            return
+        interval = self.pace.interval
+        steps = [entry[0] for entry in entries]
+        logged_at = [index for index, step in enumerate(steps) if step % interval == 0]
+        if final and (not logged_at or logged_at[-1] != len(steps) - 1):
+            logged_at.append(len(steps) - 1)
+        logged: list[tuple[int, float, list]] = [(steps[index], entries[index][1], []) for index in logged_at]
+        for tally, (indices, allocated, peaks, at_peak, live_tensors) in self._columns(entries).items():
+            tally.allocated = allocated[-1]
+            tally.record_peak = max(tally.record_peak, max(peaks))
+            if tally.window is not None:
+                for step, found in tally.window.observe_many(steps if indices is None else [steps[i] for i in indices],
+                                                             allocated):
+                    self._report_leak(tally.device, tally, found, step)
+            self._logged_figures(tally, indices, logged_at, logged, (allocated, peaks, at_peak, live_tensors))
+        logged = [row for row in logged if row[2]]  # a step before any device was allocated on has none
         logging = time.perf_counter_ns()
         self._log_steps(logged, self._pools(records))
         run_ns = time.perf_counter_ns() - logging
-        for tally, (window_steps, window_values) in observed.items():
-            for step, found in tally.window.observe_many(window_steps, window_values):
-                self._report_leak(tally.device, tally, found, step)
-        if self.peak_snapshots and records:
-            last_step = records[-1][0]
+        last_step = steps[-1]
+        if self.peak_snapshots:
             for device, tally in self._tallies.items():
                 self._take_peak(device, tally, last_step)
                 if self._peak_due(tally):
                     self._write_peak(device, tally)
                 self._arm_peak(device, tally)
-        if self._host is not None and records:
-            self._observe_host(records[-1][0])
-        if records:
-            self._account(records, len(logged), time.perf_counter_ns() - began - run_ns, run_ns)
+        if self._host is not None:
+            self._observe_host(last_step)
+        self._account(entries, len(logged), time.perf_counter_ns() - began - run_ns, run_ns)
+
+    def _columns(self, entries: list[tuple[int, float, list]]) -> dict[_Tally, tuple]:
+        """Each device's figures as columns: tally → (indices into ``entries`` or None for all of them, allocated,
+        step peaks, categories at the peaks, live tensors); a device never allocated on is left out until it is."""
+        figures = [entry[2] for entry in entries]
+        if sum(map(len, figures)) == len(figures):  # one device ("cpu", always first), the usual case: no loop
+            devices, allocated, peaks, at_peak, live_tensors = zip(*[figure[0] for figure in figures])
+            tally = self._tallies.get(devices[0])
+            if tally is not None:
+                return {tally: (None, allocated, peaks, at_peak, live_tensors)}
+        columns: dict[str, tuple] = {}
+        for index, per_device in enumerate(figures):
+            for device, allocated, peak, at_peak, live_tensors in per_device:
+                column = columns.get(device)
+                if column is None:
+                    if device not in self._tallies and not allocated and not peak:
+                        continue
+                    column = columns[device] = ([], [], [], [], [])
+                for values, value in zip(column, (index, allocated, peak, at_peak, live_tensors)):
+                    values.append(value)
+        return {self._tallies.get(device) or self._tally(device): column for device, column in columns.items()}
+
+    @staticmethod
+    def _logged_figures(tally: _Tally, indices: list[int] | None, logged_at: list[int], logged: list,
+                        columns: tuple) -> None:
+        """Append ``tally``'s figures to each logged step of ``logged`` (indices ``logged_at`` into the batch)
+        where it has them; the peak (and the categories at it) logged is the highest since the last logged step,
+        the later of equal ones (``tally.held`` carries the highest of steps not logged yet into the next batch)."""
+        allocated, peaks, at_peak, live_tensors = columns
+        if indices is None:
+            positions = logged_at
+        else:
+            where = {index: position for position, index in enumerate(indices)}
+            positions = [where.get(index, -1) for index in logged_at]
+        start = 0
+        for position, row in zip(positions, logged):
+            if position < 0:
+                continue
+            best = max(range(position, start - 1, -1), key=peaks.__getitem__)  # the latest of the highest
+            peak, categories = peaks[best], at_peak[best]
+            held = tally.held
+            if held is not None and held[0] > peak:
+                peak, categories = held
+            tally.held = None
+            row[2].append((tally, allocated[position], peak, categories, live_tensors[position]))
+            start = position + 1
+        if start < len(peaks):  # steps after the last logged one: their highest peak waits for the next logged step
+            best = max(range(len(peaks) - 1, start - 1, -1), key=peaks.__getitem__)
+            held = tally.held
+            if held is None or peaks[best] >= held[0]:
+                tally.held = (peaks[best], at_peak[best])
 
     def _account(self, records: list[tuple], logged: int, fixed_ns: int, run_ns: int) -> None:
         """Hand the batch's measured cost to the pacer; the step time is the wall time between step ends."""
@@ -426,9 +469,22 @@ class MemoryTracker:
                                    origin_ns=self._origin_ns, names=parameter_names(self.model), allocated_bytes=allocated,
                                    peak_bytes=allocated))
 
+    def _groups_at(self, step: int, live: tuple) -> dict[tuple, tuple[int, int]]:
+        """The live groups of a step end's ``live_set()`` record, summed once per record while its step is in the
+        leak window (each check after the first groups only the steps that entered the window since)."""
+        cached = self._group_cache.get(step)
+        if cached is None or cached[0] is not live:
+            cached = self._group_cache[step] = (live, live_groups(live, self._stacks))
+        return cached[1]
+
     def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int) -> None:
-        window = [(at, live_groups(live, self._stacks)) for at, live in self._group_history
-                  if found.steps[0] <= at <= found.steps[-1]]
+        in_window = [(at, live) for at, live in self._group_history if found.steps[0] <= at <= found.steps[-1]]
+        steps_in_window = {at for at, _ in in_window}
+        for old in [at for at in self._group_cache if at not in steps_in_window]:
+            del self._group_cache[old]
+        if tally.alerted and len(in_window) >= 2 and self._top_growth_alerted(device, tally, in_window):
+            return  # the same growth as an alert already raised: no attribution, no snapshot
+        window = [(at, self._groups_at(at, live)) for at, live in in_window]
         groups = attribute(window, device, self.leak_settings.min_z)
         key = tuple((g.site, g.op, g.shape, g.category) for g in groups[:1])
         if key in tally.alerted:
@@ -454,6 +510,18 @@ class MemoryTracker:
                                           names.STEPS: list(found.steps), names.LIVE_BYTES: list(found.values),
                                           names.GROUPS: evidence_groups, "cause": cause,
                                           names.SNAPSHOT: _capture_id(path)}))
+
+    def _top_growth_alerted(self, device: str, tally: _Tally, in_window: list[tuple[int, tuple]]) -> bool:
+        """Whether the group of ``device`` that grew most between the window's first and last step ends (two
+        groupings) is the top group of an alert already raised: a leak that keeps growing is reported once, and
+        its later checks cost two groupings, not an attribution over the window."""
+        first, last = self._groups_at(*in_window[0]), self._groups_at(*in_window[-1])
+        grown = [(first.get(key, (0, 0))[0] - counts[0], site_of(key[1], key[2], key[3]), key[2], key[4], key[6])
+                 for key, counts in last.items() if key[0] == device]
+        if not grown:
+            return False
+        shrink, *top = min(grown)  # the most growth; of equal ones the first site, as attribute() sorts them
+        return shrink < 0 and (tuple(top),) in tally.alerted
 
     def _report_host_growth(self, found: Trend, step: int) -> None:
         engine_growth = sum(trend(list(t.window.steps), list(t.window.values)).slope for t in self._tallies.values()
@@ -497,24 +565,6 @@ class MemoryTracker:
         if what not in self._failures:
             self._failures.add(what)
             print(f"flowscope.memory: {message}; further failures of this kind are not reported", file=sys.stderr)
-
-
-def _by_step(records: list[tuple], tallies: dict[str, _Tally], new_tally: Any) -> list[tuple[int, float, list]]:
-    """The allocator's step log records (one per device and step end) as (step, wall time, [(tally, allocated,
-    step peak, categories at the peak, live tensors)]) per step end; a device never allocated on is left out."""
-    steps: list[tuple[int, float, list]] = []
-    last_step, figures = None, []
-    for step, wall_time, device, allocated, peak, at_peak, live_tensors in records:
-        if step != last_step:
-            last_step, figures = step, []
-            steps.append((step, wall_time, figures))
-        tally = tallies.get(device)
-        if tally is None:
-            if not allocated and not peak:
-                continue
-            tally = new_tally(device)
-        figures.append((tally, allocated, peak, at_peak, live_tensors))
-    return steps
 
 
 def _capture_id(path: str | None) -> str | None:

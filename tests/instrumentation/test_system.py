@@ -163,6 +163,7 @@ def test_descendants_come_from_the_kernel_child_lists_as_psutil_finds_them(monke
         monkeypatch.setattr(system, "open", no_child_lists, raising=False)
         assert system._descendant_pids(os.getpid()) is None
         sampler._children.clear()
+        sampler._children_read_at = -float("inf")  # the list is read again at most every CHILDREN_EVERY_S
         sampler.sample()
         assert ours <= set(sampler._children)
         sampler.close()

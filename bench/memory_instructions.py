@@ -1,0 +1,98 @@
+"""Memory tracker cost per step in CPU instructions (valgrind callgrind): deterministic where wall times are not.
+
+Run ``python bench/memory_instructions.py [--root DIR] [--variants off,stacks_off,stacks_on]``. Each variant runs
+the tiny digits-MLP step of ``bench/memory_overhead.py`` (64-128-10, batch 64, Adam) under ``valgrind
+--tool=callgrind`` twice (``--short`` and ``--long`` steps after the same warm-up and a ``gc.freeze()``, one BLAS
+thread, ``PYTHONHASHSEED=0``, a real ``SummaryWriter`` flushed at the end so its thread's work is counted); the
+difference of the two instruction totals divided by the difference of the step counts is the cost of one step,
+start-up excluded. The tracker runs with its defaults except ``batch_s`` and ``host_every_s`` (time-driven work
+would depend on valgrind's slowdown); ``--every k`` fixes its logging interval (the budget's choice depends on the
+timing under valgrind: compare two trees with it). ``--root`` runs another checkout's code (e.g. a copy of the tree
+before a change) with this driver.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+VARIANTS = ("off", "stacks_off", "stacks_on")
+_COLLECTED = re.compile(rb"Collected : (\d+)")
+
+
+def inner(variant: str, steps: int, warmup: int, every: int | None) -> None:
+    """Runs inside valgrind: warm up, then ``steps`` steps of ``variant``."""
+    sys.path.insert(0, os.getcwd())
+    sys.path.insert(0, os.path.join(os.getcwd(), "bench"))
+    from memory_overhead import make_step
+
+    from instrumentation import MemoryTracker, SummaryWriter
+
+    step = make_step((128,), 64)
+    with tempfile.TemporaryDirectory() as logdir:
+        writer = SummaryWriter(logdir)
+        if variant in ("stacks_off", "stacks_on"):
+            MemoryTracker(writer, stacks=variant == "stacks_on", batch_s=1e9, host_every_s=1e9, every=every)
+        elif variant != "off":
+            raise SystemExit(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+        for _ in range(warmup):
+            step()
+        writer.flush()
+        # NOTE: what is alive after the warm-up moves out of the collector's generations (see profiler_instructions)
+        gc.collect()
+        gc.freeze()
+        for _ in range(steps):
+            step()
+        writer.flush()
+        sys.stdout.flush()
+        os._exit(0)
+
+
+def instructions(root: str, variant: str, steps: int, warmup: int, every: int | None) -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out", sys.executable,
+                   os.path.abspath(__file__), "--inner", variant, "--steps", str(steps), "--warmup", str(warmup)]
+        if every is not None:
+            command += ["--every", str(every)]
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, check=False)
+    found = _COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind run of {variant!r} failed (exit {done.returncode}): "
+                           f"{done.stderr.decode(errors='replace')[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--short", type=int, default=40)
+    parser.add_argument("--long", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=80)
+    parser.add_argument("--every", type=int, default=None,
+                        help="the trackers' every=k (a fixed interval: the budget's choice depends on the machine)")
+    parser.add_argument("--inner", help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.inner:
+        inner(args.inner, args.steps, args.warmup, args.every)
+        return 0
+    print(f"# instructions per digits-MLP step (callgrind; {args.root}; steps {args.long} - {args.short}; "
+          f"every={args.every})")
+    print(f"{'variant':<12} {'instr/step':>12} {'vs off':>10} {'ratio':>7}")
+    base = None
+    for variant in args.variants.split(","):
+        per_step = (instructions(args.root, variant, args.long, args.warmup, args.every)
+                    - instructions(args.root, variant, args.short, args.warmup, args.every)) / (args.long - args.short)
+        base = per_step if base is None else base
+        print(f"{variant:<12} {per_step:>12,.0f} {per_step - base:>+10,.0f} {per_step / base:>7.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
