@@ -259,6 +259,15 @@ def release(key: int) -> None:
                     _hooks.report_failure(append, error)
 
 
+def _leave_peak(state: _DeviceState, device: str) -> None:
+    """The first free after a peak, off the hot path (``release`` has it written out): keep the categories as they
+    were at the peak and tell ``at_peak`` recorders when it reaches the armed floor."""
+    state.rising = False
+    state.peak_categories = state.categories.copy()
+    if _hooks.at_peak and state.allocated >= state.peak_floor:
+        _hooks.emit(_hooks.at_peak, device, state.allocated)
+
+
 def set_peak_floor(device: str, least_bytes: int) -> None:
     """``at_peak`` recorders are called for step peaks on ``device`` of at least ``least_bytes`` only (0, the
     default: every one). ``memory_recording.arm_peak_capture`` sets it to the size it waits for, so a tracker

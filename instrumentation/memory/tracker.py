@@ -187,7 +187,7 @@ class MemoryTracker:
             self._logged_figures(tally, indices, logged_at, logged, (allocated, peaks, at_peak, live_tensors))
         logged = [row for row in logged if row[2]]  # a step before any device was allocated on has none
         logging = time.perf_counter_ns()
-        self._log_steps(logged, self._pools(records))
+        self._log_steps(logged, self._pools(steps[-1]))
         run_ns = time.perf_counter_ns() - logging
         last_step = steps[-1]
         if self.peak_snapshots:
@@ -289,7 +289,7 @@ class MemoryTracker:
         self._log(tags, batch, steps, walls)
         self._tags = tags
 
-    def _pools(self, records: list[tuple]) -> dict[str, int]:
+    def _pools(self, last_step: int) -> dict[str, int]:
         """Reserved bytes of the devices with a pooled allocator, read now; a ``fragmentation`` alert when one
         holds too much memory that the current requests cannot use."""
         reserved: dict[str, int] = {}
@@ -298,7 +298,7 @@ class MemoryTracker:
             if stats is None:
                 continue
             reserved[device] = stats.reserved_bytes
-            alert = self._fragmentation.observe(stats, records[-1][0] if records else hooks.current_step())
+            alert = self._fragmentation.observe(stats, last_step)
             if alert is not None:
                 self.alerts.write(alert)
         return reserved

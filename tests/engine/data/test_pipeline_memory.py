@@ -206,6 +206,7 @@ def test_a_stage_whose_accounting_fails_is_reported_once_and_the_pipeline_goes_o
         return register(array, category, op, site, check_limit)
 
     monkeypatch.setattr(buffers.memory, "register", refuse_stages)
+    gc.collect()  # earlier tests' tensors in reference cycles would otherwise be freed during the count
     before, buffers_before = input_bytes(), len(memory.live_buffers())
     # the map's results are left on the prefetch thread: their releases wait in the queue, with nothing to release
     dataset = Dataset.from_tensor_slices(np.arange(30)).map(one_mib, num_parallel_calls=2).prefetch(2)
