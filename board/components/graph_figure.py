@@ -12,6 +12,7 @@ from instrumentation.format.units import format_bytes
 PHASE_COLORS = {"forward": "#4e79a7", "backward": "#f28e2b", "optimizer": "#59a14f", "loss": "#b07aa1", "": "#7f7f7f"}
 BOX_COLOR = "#4e79a7"
 LABELS_UP_TO = 160  # items; beyond that, names only on hover
+VISIBLE_LAYERS = 30  # layers shown when the page opens
 COLOR_MODES = ("phase", "time", "memory")
 
 
@@ -81,12 +82,14 @@ def graph_figure(view: GraphView | None, drawn: DrawnGraph | None, costs: GraphC
         ys += [items[a].y, items[b].y, None]
     figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "#b0b0b0", "width": 1}, hoverinfo="skip",
                                 name="edges", showlegend=False))
-    for box in drawn.boxes:
-        figure.add_shape(type="rect", x0=box.x0, x1=box.x1, y0=box.y0, y1=box.y1, layer="below",
-                         line={"color": with_alpha(BOX_COLOR, 0.6), "width": 1},
-                         fillcolor=with_alpha(BOX_COLOR, 0.06))
-        figure.add_annotation(x=box.x0, y=box.y1, text=box.label, showarrow=False, xanchor="left", yanchor="bottom",
-                              font={"size": 10, "color": "#33557f"})
+    # NOTE: one layout update for all boxes: add_shape/add_annotation validate the whole layout on every call
+    # (2 s for 50 boxes)
+    figure.update_layout(
+        shapes=[{"type": "rect", "x0": box.x0, "x1": box.x1, "y0": box.y0, "y1": box.y1, "layer": "below",
+                 "line": {"color": with_alpha(BOX_COLOR, 0.6), "width": 1}, "fillcolor": with_alpha(BOX_COLOR, 0.06)}
+                for box in drawn.boxes],
+        annotations=[{"x": box.x0, "y": box.y1, "text": box.label, "showarrow": False, "xanchor": "left",
+                      "yanchor": "bottom", "font": {"size": 10, "color": "#33557f"}} for box in drawn.boxes])
     show_text = len(items) <= LABELS_UP_TO
     values = [_value(item, costs, mode) for item in items]
     coloured = [i for i, value in enumerate(values) if value is not None]
@@ -95,7 +98,8 @@ def graph_figure(view: GraphView | None, drawn: DrawnGraph | None, costs: GraphC
         return go.Scatter(
             x=[items[i].x for i in indices], y=[items[i].y for i in indices], name=name,
             mode="markers+text" if show_text else "markers", text=[items[i].label for i in indices],
-            textposition="top center", textfont={"size": 9},
+            textposition=["top center" if items[i].layer % 2 == 0 else "bottom center" for i in indices],
+            textfont={"size": 9},
             customdata=[items[i].key for i in indices], hovertext=[_hover(items[i], nodes, costs, marks)
                                                                    for i in indices],
             hoverinfo="text", marker={"size": [18 if items[i].kind == "group" else 11 for i in indices],
@@ -115,16 +119,21 @@ def graph_figure(view: GraphView | None, drawn: DrawnGraph | None, costs: GraphC
             phases = {nodes[node_id].phase for node_id in item.node_ids if nodes[node_id].kind == KIND_OP}
             by_phase.setdefault(next(iter(phases)) if len(phases) == 1 else "", []).append(i)
         for phase, indices in by_phase.items():
-            figure.add_trace(trace(indices, phase or "inputs / mixed", color=PHASE_COLORS.get(phase, "#7f7f7f")))
+            figure.add_trace(trace(indices, phase or ("inputs / mixed" if view.source == "flowscope" else "nodes"),
+                                   color=PHASE_COLORS.get(phase, "#7f7f7f")))
     marked = [i for i, item in enumerate(items) if any(node_id in marks for node_id in item.node_ids)]
     if marked:
         figure.add_trace(go.Scatter(x=[items[i].x for i in marked], y=[items[i].y for i in marked], mode="markers",
                                     name="changed by a pass", hoverinfo="skip",
                                     marker={"size": 20, "symbol": "circle-open", "color": "#e15759",
                                             "line": {"width": 2}}))
-    width = max(item.layer for item in items) + 1
+    # NOTE: a long graph opens on its first VISIBLE_LAYERS layers (drag or scroll to see the rest): squeezed
+    # into the width of a page, a thousand layers would be a line
+    layers = max(item.layer for item in items) + 1
+    low, high = min(item.y for item in items), max(item.y for item in items)
     figure.update_layout(height=max(420, min(1200, 70 * _widest(items) + 120)),
-                         xaxis={"range": [-1, max(width, 3)]} if width <= 40 else {})
+                         xaxis={"range": [-1, max(min(layers, VISIBLE_LAYERS), 3)]},
+                         yaxis={"range": [low - 1.2, high + 1.2]})
     return figure
 
 

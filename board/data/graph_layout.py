@@ -97,7 +97,7 @@ def default_expanded(view: GraphView) -> tuple[str, ...]:
 
 
 def _node_label(node: GraphNode) -> str:
-    return node.record_name if node.kind == KIND_OP else node.id
+    return node.record_name if node.kind == KIND_OP else node.id.rsplit("/", 1)[-1]  # GraphDef: the last scope part
 
 
 def layout_graph(view: GraphView, expanded: set[str] | frozenset[str] | tuple[str, ...]) -> DrawnGraph:
@@ -156,7 +156,8 @@ def _ranks(view: GraphView) -> dict[str, float]:
 
 
 def _layers(count: int, forward: list[tuple[int, int]]) -> list[int]:
-    """Longest path from a source; item indices are already a topological order of the forward edges."""
+    """Longest path from a source, then each source moved up to just before its first user; item indices are
+    already a topological order of the forward edges."""
     predecessors: list[list[int]] = [[] for _ in range(count)]
     for a, b in forward:
         predecessors[b].append(a)
@@ -164,6 +165,12 @@ def _layers(count: int, forward: list[tuple[int, int]]) -> list[int]:
     for i in range(count):
         if predecessors[i]:
             layer[i] = max(layer[a] for a in predecessors[i]) + 1
+    successors: list[list[int]] = [[] for _ in range(count)]
+    for a, b in forward:
+        successors[a].append(b)
+    for i in range(count):  # a source (input, parameter) just before its first user, not all in the first layer
+        if not predecessors[i] and successors[i]:
+            layer[i] = min(layer[b] for b in successors[i]) - 1
     return layer
 
 
@@ -202,10 +209,14 @@ def _order(layers: list[int], forward: list[tuple[int, int]], boxes: list[str]) 
 
 
 def _boxes(items: list[DrawnItem], paths: dict[str, tuple[str, ...]], expanded: set[str]) -> tuple[GroupBox, ...]:
-    """The bounding box of each expanded group's items, nested boxes padded a little less."""
+    """The bounding box of each expanded group's ops (and collapsed sub-groups), nested boxes padded a little less."""
     extent: dict[str, list[float]] = {}
     depth: dict[str, int] = {}
     for item in items:
+        if item.kind not in (KIND_OP, "group"):
+            continue  # NOTE: parameters collapse with their module but sit outside its box: they are drawn just
+            # before their first user, often a layer where other modules' ops are, and a box around them would
+            # cover those
         path = paths[item.node_ids[0]]
         for level, key in enumerate(path):
             if key not in expanded:

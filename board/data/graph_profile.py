@@ -17,7 +17,7 @@ from board.data.profile_captures import Capture, find_captures
 from instrumentation.format import graph_file
 from instrumentation.format import trace as fmt
 
-CACHED_RECORDS = 4
+CACHED_RECORDS = 8
 PICK_FROM = 6  # the newest captures looked at when picking one
 _TORCH_OP_CATS = ("cpu_op", "operator")
 

@@ -187,6 +187,8 @@ def register_callbacks(app: Dash) -> None:
             except (OSError, ValueError) as error:
                 problems.append(f"cannot read the capture {capture.path.name}: {error}")
                 problem_box = ([html.Div(line) for line in problems], {"display": "block"})
+        if costs is None and mode != "phase":
+            summary += f" · no profile capture chosen: coloured by phase, not {mode}"
         store = board_context().store
         optimised = view if view.stage == "optimised" else sibling(store, _graphs, view, "optimised")
         unoptimised = view if view.stage == "unoptimised" else sibling(store, _graphs, view, "unoptimised")

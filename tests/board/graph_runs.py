@@ -103,3 +103,16 @@ def torch_add_graph(run_dir: Path) -> None:
     with TorchWriter(str(run_dir)) as writer:
         writer.add_graph(model, torch.zeros(2, 4))
         writer.add_scalar("loss", 1.0, 0)
+
+
+def chain_graph(modules: int, ops_per_module: int) -> dict:
+    """A forward graph of `modules` blocks of `ops_per_module` Add ops each (modules `block<i>.layer`)."""
+    nodes, previous = [], "x"
+    for module in range(modules):
+        for op in range(ops_per_module):
+            node_id = f"m{module}o{op}"
+            nodes.append(_node(node_id, "Add", [previous, "x"], [4], f"block{module}.layer", "forward", 16))
+            previous = node_id
+    return {"version": 1, "function": "big_step", "signature": "x: float32[4] cpu", "stage": "unoptimised",
+            "trace_ms": 80.0, "nodes": nodes, "inputs": [{"id": "x", "shape": [4], "dtype": "float32"}],
+            "outputs": [previous]}

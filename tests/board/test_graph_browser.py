@@ -10,7 +10,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from board_helpers import watch_console
-from graph_runs import torch_add_graph, write_mlp_graphs, write_traced_capture
+from graph_runs import chain_graph, torch_add_graph, write_mlp_graphs, write_traced_capture
+from instrumentation import SummaryWriter
+from instrumentation.format.graph_file import write_graph
 from profile_fixtures import profiled_engine_run
 
 pytestmark = pytest.mark.browser
@@ -31,7 +33,7 @@ def _pick(page: Page, dropdown: str, option: str) -> None:
 
 
 def _labels(page: Page) -> list[str]:
-    return page.locator("#graph-figure .scatterlayer .textpoint text").all_inner_texts()
+    return page.locator("#graph-figure .scatterlayer .textpoint text").all_text_contents()
 
 
 def test_traced_run_graph_profile_passes_and_comparison(page: Page, tmp_path: Path, serve_board) -> None:
@@ -80,8 +82,9 @@ def test_traced_run_graph_profile_passes_and_comparison(page: Page, tmp_path: Pa
 
     compare = page.locator("#graph-compare")
     expect(page.locator("#graph-compare-note")).to_contain_text("ms of ops per step")
-    expect(compare.locator("td[data-dash-column='key']")).to_contain_text(["0", "2", "1", "(model)"],
-                                                                          use_inner_text=True)
+    keys = compare.locator("td[data-dash-column='key']")
+    expect(keys).to_have_count(4)
+    assert sorted(keys.all_inner_texts()) == ["(model)", "0", "1", "2"]
     page.locator("#graph-compare-by").get_by_text("op", exact=True).click()
     expect(compare.locator("td[data-dash-column='key']", has_text="Fused[Linear+ReLU]")).to_have_count(1)
     _shot(page, "comparison")
@@ -105,4 +108,23 @@ def test_torch_add_graph_logdir(page: Page, tmp_path: Path, serve_board) -> None
     page.goto(board.url + "/")
     expect(page.locator(".fs-run-name")).to_have_count(1)
     expect(page.locator("#runs-plugins-not-shown")).to_have_count(0)  # the graph is shown now
+    assert errors == [], "\n".join(errors)
+
+
+def test_a_thousand_node_graph_opens_collapsed(page: Page, tmp_path: Path, serve_board) -> None:
+    logdir = tmp_path / "logs"
+    with SummaryWriter(logdir / "big") as writer:
+        writer.add_scalar("loss", 1.0, 0)
+    write_graph(logdir / "big", chain_graph(50, 20))
+    board = serve_board(logdir)
+    page.set_default_timeout(TIMEOUT_MS)
+    errors = watch_console(page)
+    page.goto(board.url + "/graph")
+    expect(page.locator("#graph-summary")).to_contain_text("1000 ops")
+    points = page.locator("#graph-figure .scatterlayer .trace .points path")
+    expect(points).to_have_count(51)  # the input and 50 collapsed modules
+    _shot(page, "thousand_collapsed")
+    page.locator("#graph-expand-all").click()
+    expect(points).to_have_count(1001)
+    _shot(page, "thousand_expanded")
     assert errors == [], "\n".join(errors)
