@@ -24,7 +24,8 @@ def passes_table(passes: tuple[GraphPass, ...], original: GraphView | None) -> h
     header = html.Tr([html.Th("pass"), html.Th("nodes"), html.Th("removed"), html.Th("merged")])
     rows = [html.Tr([html.Td(entry.name), html.Td(f"{entry.nodes_before} → {entry.nodes_after}"),
                      html.Td(_ids(entry.removed, original)),
-                     html.Td("; ".join(f"{_ids(sources, original)} → {into}" for into, sources in entry.merged) or "—")],
+                     html.Td("; ".join(f"{_ids(sources, original)} → {into}" for into, sources in entry.merged)
+                             or "—")],
                     id=f"graph-pass-{index}")
             for index, entry in enumerate(passes)]
     return html.Table([html.Thead(header), html.Tbody(rows)], className="fs-table", id="graph-passes-table")

@@ -15,7 +15,7 @@ from instrumentation.format.graph_def import GraphDef
 
 log = logging.getLogger(__name__)
 GRAPHDEF_NAME = "GraphDef"  # the name of a run's (last) TensorBoard GraphDef; earlier ones get "GraphDef.<n>"
-KIND_OP, KIND_INPUT, KIND_PARAMETER = "op", "input", "parameter"
+KIND_OP, KIND_INPUT, KIND_PARAMETER = "op", "graph_input", "graph_parameter"  # node kinds
 CACHED_GRAPHS = 16
 _GRAPHDEF_INPUT_OPS = {"IO Node", "Placeholder"}
 _GRAPHDEF_PARAMETER_OPS = {"Parameter", "prim::GetAttr", "Const", "VariableV2", "VarHandleOp"}
@@ -106,7 +106,8 @@ def from_graph_file(run: str, name: str, graph: dict[str, Any]) -> GraphView:
                                entry["dtype"], ""))
     for parameter in used_parameters:
         if parameter not in declared:
-            nodes.append(GraphNode(parameter, "Parameter", KIND_PARAMETER, (), _parameter_module(parameter), (), "", ""))
+            nodes.append(GraphNode(parameter, "Parameter", KIND_PARAMETER, (), _parameter_module(parameter), (), "",
+                                   ""))
     for node in graph["nodes"]:
         nodes.append(GraphNode(node["id"], node["op"], KIND_OP, tuple(node["inputs"]), node["module"],
                                tuple(node["shape"]), node["dtype"], node["phase"], tuple(node.get("fused_from", ())),

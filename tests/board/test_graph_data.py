@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import engine
-from board.data.graph import (GraphCache, GraphNode, GraphView, KIND_OP, from_graph_file, from_graphdef, list_graphs,
-                              pass_marks, runs_with_graphs, sibling)
+from board.data.graph import (KIND_INPUT, KIND_OP, KIND_PARAMETER, GraphCache, GraphNode, GraphView, from_graph_file,
+                              from_graphdef, list_graphs, pass_marks, runs_with_graphs, sibling)
 from board.data.graph_layout import EXPAND_LIMIT, default_expanded, group_paths, groups_of, layout_graph
 from board.data.graph_profile import CaptureRecords, OpRecord, compare, join_costs, records_from_trace
 from board.data.plugin_inventory import not_shown, plugin_uses
@@ -69,7 +69,7 @@ def test_groups_are_module_prefixes_per_phase_and_collapse_into_one_item(unoptim
 
 
 def _chain_graph(modules: int, ops_per_module: int) -> GraphView:
-    nodes = [GraphNode("x", "Input", "input", (), "", (4,), "float32", "")]
+    nodes = [GraphNode("x", "Input", KIND_INPUT, (), "", (4,), "float32", "")]
     previous = "x"
     for module in range(modules):
         for op in range(ops_per_module):
@@ -93,7 +93,8 @@ def test_a_thousand_node_graph_starts_collapsed_by_module() -> None:
 
 
 def test_barycentre_order_uncrosses_two_chains() -> None:
-    nodes = (GraphNode("a", "Input", "input", (), "", (), "f", ""), GraphNode("b", "Input", "input", (), "", (), "f", ""),
+    nodes = (GraphNode("a", "Input", KIND_INPUT, (), "", (), "f", ""),
+             GraphNode("b", "Input", KIND_INPUT, (), "", (), "f", ""),
              GraphNode("from_b", "Neg", KIND_OP, ("b",), "", (), "f", "forward"),
              GraphNode("from_a", "Neg", KIND_OP, ("a",), "", (), "f", "forward"),
              GraphNode("from_b2", "Neg", KIND_OP, ("from_b",), "", (), "f", "forward"),
@@ -105,7 +106,7 @@ def test_barycentre_order_uncrosses_two_chains() -> None:
 
 
 def test_a_collapsed_cycle_is_drawn_with_a_back_edge() -> None:
-    nodes = (GraphNode("x", "Input", "input", (), "", (), "f", ""),
+    nodes = (GraphNode("x", "Input", KIND_INPUT, (), "", (), "f", ""),
              GraphNode("a", "Neg", KIND_OP, ("x",), "m", (), "f", "forward"),
              GraphNode("b", "Neg", KIND_OP, ("a",), "", (), "f", "forward"),
              GraphNode("c", "Neg", KIND_OP, ("b",), "m", (), "f", "forward"))
@@ -132,7 +133,7 @@ def _record(name: str, module: str, step: int, ts: float, dur: float, nbytes: in
 
 
 def test_eager_records_join_by_name_module_and_occurrence() -> None:
-    nodes = (GraphNode("x", "Input", "input", (), "", (), "f", ""),
+    nodes = (GraphNode("x", "Input", KIND_INPUT, (), "", (), "f", ""),
              GraphNode("first", "Add", KIND_OP, ("x",), "m", (), "f", "forward"),
              GraphNode("other", "Add", KIND_OP, ("first",), "n", (), "f", "forward"),
              GraphNode("second", "Add", KIND_OP, ("other",), "m", (), "f", "forward"),
@@ -223,6 +224,6 @@ def test_our_add_graph_is_read_alike(tmp_path: Path) -> None:
     ops = [node for node in view.nodes if node.kind == KIND_OP]
     assert [(node.op, node.module, node.shape) for node in ops] == [
         ("Linear", "Sequential/0", (2, 8)), ("ReLU", "Sequential/1", (2, 8)), ("Linear", "Sequential/2", (2, 3))]
-    assert {node.module for node in view.nodes if node.kind == "parameter"} == {"Sequential/0", "Sequential/2"}
+    assert {node.module for node in view.nodes if node.kind == KIND_PARAMETER} == {"Sequential/0", "Sequential/2"}
     with pytest.raises(ValueError, match="not a GraphDef"):
         from_graphdef("ours", "GraphDef", b"\xff\xff\xff")
