@@ -11,7 +11,8 @@ from board.data.graph import KIND_OP, GraphNode, GraphView
 
 EXPAND_LIMIT = 150  # graphs with more op nodes start with every group collapsed
 ORDER_SWEEPS = 4  # barycentre sweeps (down and up) over the layers
-BOX_PAD = 0.35
+BOX_PAD = 0.3
+NEST_PAD = 0.15  # more per level of boxes inside a box
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,23 +210,25 @@ def _order(layers: list[int], forward: list[tuple[int, int]], boxes: list[str]) 
 
 
 def _boxes(items: list[DrawnItem], paths: dict[str, tuple[str, ...]], expanded: set[str]) -> tuple[GroupBox, ...]:
-    """The bounding box of each expanded group's ops (and collapsed sub-groups), nested boxes padded a little less."""
+    """The bounding box of each expanded group's ops (and collapsed sub-groups); a box holding nested boxes is
+    padded more, so that its label sits above theirs."""
     extent: dict[str, list[float]] = {}
     depth: dict[str, int] = {}
+    nested: dict[str, int] = {}  # expanded levels inside the box
     for item in items:
         if item.kind not in (KIND_OP, "group"):
             continue  # NOTE: parameters collapse with their module but sit outside its box: they are drawn just
             # before their first user, often a layer where other modules' ops are, and a box around them would
             # cover those
         path = paths[item.node_ids[0]]
-        for level, key in enumerate(path):
-            if key not in expanded:
-                break
+        open_path = path[:next((i for i, key in enumerate(path) if key not in expanded), len(path))]
+        for level, key in enumerate(open_path):
             x0, x1, y0, y1 = extent.get(key, [item.x, item.x, item.y, item.y])
             extent[key] = [min(x0, item.x), max(x1, item.x), min(y0, item.y), max(y1, item.y)]
             depth[key] = level
+            nested[key] = max(nested.get(key, 0), len(open_path) - 1 - level)
     boxes = []
     for key, (x0, x1, y0, y1) in extent.items():
-        pad = BOX_PAD * (1 - 0.2 * min(depth[key], 3))
+        pad = BOX_PAD + NEST_PAD * min(nested[key], 4)
         boxes.append(GroupBox(key, group_label(key), x0 - pad, x1 + pad, y0 - pad, y1 + pad))
     return tuple(sorted(boxes, key=lambda box: depth[box.key]))

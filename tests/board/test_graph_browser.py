@@ -41,6 +41,7 @@ def test_traced_run_graph_profile_passes_and_comparison(page: Page, tmp_path: Pa
     profiled_engine_run(logdir / "mlp", steps=PROFILED_STEPS)  # a real eager capture by the engine's profiler
     write_mlp_graphs(logdir / "mlp")
     write_traced_capture(logdir / "mlp", steps=2)
+    (logdir / "mlp" / "plugins" / "graph" / "train_step.1.optimised.json").write_text('{"version": 1, "nod')
     board = serve_board(logdir)
     page.set_default_timeout(TIMEOUT_MS)
     errors = watch_console(page)
@@ -61,7 +62,15 @@ def test_traced_run_graph_profile_passes_and_comparison(page: Page, tmp_path: Pa
     page.locator("#graph-color").get_by_text("memory").click()
     expect(page.locator("#graph-figure .colorbar .cbtitle")).to_have_text("bytes/step")
 
+    _pick(page, "graph-name", "train_step.1.optimised")  # a truncated file: named, nothing else breaks
+    expect(page.locator("#graph-problems")).to_contain_text(
+        "graph train_step.1.optimised of run mlp is not shown: ")
+    expect(page.locator("#graph-problems")).to_contain_text("train_step.1.optimised.json: not a complete JSON document")
+    expect(page.locator("#graph-figure .annotation-text")).to_have_text("no graph")
+    _shot(page, "truncated")
+
     _pick(page, "graph-name", "train_step.0.unoptimised")
+    expect(page.locator("#graph-problems")).to_be_hidden()
     expect(summary).to_contain_text("· unoptimised")
     expect(summary).to_contain_text(f"{8 * PROFILED_STEPS} op records joined by op name and module, 0 not joined")
     assert "Mul" in _labels(page)  # the dead op, ringed as changed by a pass
