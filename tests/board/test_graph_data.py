@@ -227,3 +227,18 @@ def test_our_add_graph_is_read_alike(tmp_path: Path) -> None:
     assert {node.module for node in view.nodes if node.kind == KIND_PARAMETER} == {"Sequential/0", "Sequential/2"}
     with pytest.raises(ValueError, match="not a GraphDef"):
         from_graphdef("ours", "GraphDef", b"\xff\xff\xff")
+
+
+def test_tensorflow_meta_graphs_stay_listed_as_not_shown(tmp_path: Path) -> None:
+    from board_helpers import version_record
+    from instrumentation.format import frame_record, protos
+
+    run = tmp_path / "logs" / "tf"
+    run.mkdir(parents=True)
+    meta = protos.Event(wall_time=1.7e9, step=0, meta_graph_def=b"\x0a\x00").SerializeToString()
+    graph = protos.Event(wall_time=1.7e9, step=0, graph_def=b"").SerializeToString()
+    (run / "events.out.tfevents.1700000000.host").write_bytes(version_record() + frame_record(meta) +
+                                                             frame_record(graph))
+    uses = [use for use in plugin_uses(_store(tmp_path / "logs")) if use.plugin == metadata.GRAPHS_PLUGIN]
+    assert [(use.tags, use.shown) for use in uses] == [(1, True), (1, False)]
+    assert not_shown(uses) == {"graphs": (1, 1)}
