@@ -12,6 +12,15 @@ from instrumentation.format.confined import open_regular
 # Plugins whose event-file data a page of this board draws.
 SHOWN_EVENT_PLUGINS = frozenset({metadata.SCALARS_PLUGIN, metadata.HISTOGRAMS_PLUGIN, metadata.TEXT_PLUGIN,
                                  metadata.IMAGES_PLUGIN, metadata.PR_CURVES_PLUGIN, metadata.HPARAMS_PLUGIN})
+
+
+def _graph_page_tag(tag: str) -> bool:
+    """The Graph page draws GraphDefs and names the run metadata beside them; TF's meta graphs are not shown."""
+    return tag == metadata.GRAPH_TAG or tag.startswith(metadata.RUN_METADATA_TAG_PREFIX)
+
+
+# Plugins of which a page draws only some tags.
+SHOWN_EVENT_TAGS = {metadata.GRAPHS_PLUGIN: _graph_page_tag}
 # `<run>/plugins/<name>/` folders that a page of this board reads (LOGFORMAT.md).
 SHOWN_FILE_PLUGINS = frozenset({"profile", "memory", "alerts", "graph"})
 MAX_PROJECTOR_CONFIG_BYTES = 1 << 20
@@ -72,8 +81,15 @@ def plugin_uses(store: LogdirStore) -> list[PluginUse]:
         if summary.histogram_tags:
             uses.append(PluginUse(run, metadata.HISTOGRAMS_PLUGIN, "events", summary.histogram_tags, 0, True))
         for plugin, tags in sorted(counts.get(run, {}).items()):
-            uses.append(PluginUse(run, plugin, "events", len(tags), sum(tags.values()),
-                                  plugin in SHOWN_EVENT_PLUGINS))
+            drawn = SHOWN_EVENT_TAGS.get(plugin)
+            if drawn is None:
+                uses.append(PluginUse(run, plugin, "events", len(tags), sum(tags.values()),
+                                      plugin in SHOWN_EVENT_PLUGINS))
+                continue
+            for shown in (True, False):  # the tags a page draws, then the rest
+                part = {tag: count for tag, count in tags.items() if drawn(tag) == shown}
+                if part:
+                    uses.append(PluginUse(run, plugin, "events", len(part), sum(part.values()), shown))
         try:
             path = str(store.run_path(run))
         except UnknownSeries:
