@@ -9,7 +9,7 @@ from engine import hooks as _hooks
 from engine import memory as _memory
 from engine.backend import cuda_backend as _cuda
 from engine.backend import get_array_module, op_array_module
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import as_tensor, broadcast_shape, result_dtype, shape_nbytes, unbroadcast
 from engine.tensor import Tensor
 

@@ -1,0 +1,30 @@
+"""Memory planning: each value is dropped (and its allocator record released) right after its last use, where a
+use by a forward op with a backward node lasts until that backward node (the op may keep the array for it); after
+an op instance's last backward node its saved arrays are let go (as eager autograd frees a node)."""
+from __future__ import annotations
+
+from engine.graph.ir import Graph, record_pass
+
+
+def memory_planning(graph: Graph) -> Graph:
+    before = len(graph.nodes)
+    index = {n.id: i for i, n in enumerate(graph.nodes)}
+    last_use: dict[str, int] = {}
+    backward_of: dict[str, int] = {}
+    for i, node in enumerate(graph.nodes):
+        if node.ctx is not None:
+            backward_of[node.ctx] = max(backward_of.get(node.ctx, -1), i)
+    for i, node in enumerate(graph.nodes):
+        end = max(i, backward_of.get(node.id, -1))
+        for v in node.inputs + node.outputs:
+            last_use[v] = max(last_use.get(v, -1), end)
+    keep = set(graph.outputs) | set(graph.inputs) | set(graph.captured) | set(graph.constants)
+    frees: dict[str, list[str]] = {}
+    for v, i in last_use.items():
+        if v not in keep:
+            frees.setdefault(graph.nodes[i].id, []).append(v)
+    graph.frees = frees
+    for node_id, i in backward_of.items():
+        graph.nodes[i].release_state = True
+    del index
+    return record_pass(graph, "memory_planning", before, [], [])

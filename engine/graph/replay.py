@@ -1,0 +1,102 @@
+"""Running a graph: each node's callable on the arrays of its inputs, in order, with the engine's records.
+
+With recorders attached a replayed node emits what the eager op emits (``op_begin``/``op`` under the node's op
+name — ``<Op>Backward`` for backward nodes, ``Fused[Add+ReLU]`` for fused ones — and its module), and
+``hooks.graph_node`` names the node running (None outside replay) so a profiler can join records to nodes.
+Node results are registered with the allocator (activation / temporary) and released when the memory plan says
+they are dead, so the memory tracker sees a traced step as it sees an eager one.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from engine import hooks as _hooks
+from engine import memory as _memory
+from engine.graph.ir import Graph
+
+_now = time.perf_counter_ns
+_register, _release = _memory.register, _memory.release
+
+
+def run(graph: Graph, arrays: list[Any]) -> list[Any]:
+    """The arrays of ``graph.outputs`` for input ``arrays`` (in ``graph.inputs`` order)."""
+    env: dict[str, Any] = dict(graph.constants)
+    keys: dict[str, int] = {}
+    for name, array in zip(graph.inputs, arrays):
+        env[name] = array
+    for vid, t in graph.captured.items():
+        env[vid] = t._data
+    observed = _hooks.ops_observed
+    if observed and not _hooks._step_open:
+        _hooks.mark_step_begin()
+    frees = graph.frees
+    phase = _hooks.phase
+    try:
+        for node in graph.nodes:
+            if node.phase != phase:
+                phase = node.phase
+                _hooks.set_phase("forward" if phase == "loss" else phase)
+            ins = [env[v] for v in node.inputs]
+            if observed and node.kind not in ("set_grad", "effect"):
+                out = _observed(node, ins)
+            else:
+                out = node.run(*ins)
+            outputs = node.outputs
+            if outputs:
+                if node.kind != "backward":
+                    if type(out) is not np.ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
+                        out = np.asarray(out)
+                    vid = outputs[0]
+                    env[vid] = out
+                    keys[vid] = _register(out, node.category, node.op)
+                else:
+                    for vid, array in zip(outputs, out):
+                        if array is not None:
+                            env[vid] = array
+                            keys[vid] = _register(array, node.category, node.op)
+            if node.release_state:
+                _release_state(node.instance)
+            dead = frees.get(node.id)
+            if dead:
+                for vid in dead:
+                    env.pop(vid, None)
+                    key = keys.pop(vid, None)
+                    if key is not None:
+                        _release(key)
+        return [env[v] for v in graph.outputs]
+    finally:
+        _hooks.set_phase("forward")
+        for key in keys.values():
+            _release(key)
+
+
+def _observed(node: Any, ins: list[Any]) -> Any:
+    name, module = node.op, node.module
+    _hooks.graph_node = node.id
+    try:
+        if _hooks.op_begin:
+            _hooks.emit(_hooks.op_begin, name, module, ins)
+        start_ns = _now()
+        out = node.run(*ins)
+        outs = out if isinstance(out, tuple) else (out,)
+        nbytes = sum(getattr(o, "nbytes", 0) for o in outs if o is not None)
+        for record in _hooks.op:
+            try:
+                record(name, module, ins, outs, nbytes, start_ns)
+            except _hooks.PropagatingError:
+                raise
+            except Exception as error:  # noqa: BLE001 - observing must never break training
+                _hooks.report_failure(record, error)
+        return out
+    finally:
+        _hooks.graph_node = None
+
+
+def _release_state(instance: Any) -> None:
+    """Let go of the arrays an op kept for its backward (its forward sets them again next replay)."""
+    state = vars(instance)
+    for key in [k for k, v in state.items() if hasattr(v, "dtype") and hasattr(v, "shape") and not isinstance(v, np.generic)]:
+        del state[key]
