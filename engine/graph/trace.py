@@ -145,6 +145,17 @@ class Tracer:
         self.graph_values.add(id(result))
         self.by_instance[id(op)] = nid
 
+    def record_plain(self, name: str, ufunc: Any, inputs: tuple[Tensor, ...], result: Tensor) -> None:
+        """A result computed without an op instance (a comparison): ``ufunc`` on the inputs' arrays."""
+        nid = self.new_id()
+        node = Node(nid, name, "forward", ufunc, [self.value_of(t) for t in inputs], [nid], [result.shape],
+                    [str(result.dtype)], _hooks.module_stack[-1], "forward", attrs=(name,))
+        self.nodes.append(node)
+        self.ids[id(result)] = nid
+        self.array_ids[id(result._data)] = nid
+        self.keep.append(result)
+        self.graph_values.add(id(result))
+
     # --- backward -----------------------------------------------------------------------------------------
     def backward(self, output: Tensor, grad: Any) -> None:
         if grad is not None:
