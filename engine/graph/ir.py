@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-KINDS = ("forward", "backward", "accumulate", "seed", "set_grad", "effect", "fused", "constant")
+KINDS = ("forward", "backward", "accumulate", "seed", "set_grad", "effect", "module", "fused")
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Node:
 
     @property
     def effect(self) -> bool:
-        return self.kind in ("set_grad", "effect")
+        return self.kind in ("set_grad", "effect", "module")
 
     @property
     def nbytes(self) -> int:
@@ -98,6 +98,8 @@ def to_dict(graph: Graph, stage: str) -> dict[str, Any]:
 
     nodes = []
     for n in graph.nodes:
+        if n.kind == "module":  # a module boundary (replay calls its forward hooks there), not an op
+            continue
         entry: dict[str, Any] = {"id": n.id, "op": n.op, "inputs": [base(v) for v in n.inputs],
                                  "shape": list(n.shapes[0]) if n.shapes else [], "dtype": n.dtypes[0] if n.dtypes else "",
                                  "module": n.module, "phase": n.phase, "bytes": n.nbytes}

@@ -40,7 +40,7 @@ def run(graph: Graph, arrays: list[Any]) -> list[Any]:
                 phase = node.phase
                 _hooks.set_phase("forward" if phase == "loss" else phase)
             ins = [env[v] for v in node.inputs]
-            if observed and node.kind not in ("set_grad", "effect"):
+            if observed and node.kind not in ("set_grad", "effect", "module"):
                 out = _observed(node, ins)
             else:
                 out = node.run(*ins)

@@ -54,6 +54,9 @@ class _Observer(_hooks.Recorder):
     def op(self, op: str, module: str, inputs: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
         pass
 
+    def module_end(self, event: Any) -> None:
+        pass
+
 
 class Tracer:
     def __init__(self, function: str) -> None:
@@ -156,6 +159,18 @@ class Tracer:
         self.keep.append(result)
         self.graph_values.add(id(result))
 
+    def record_module(self, module: Any, args: tuple, out: Any) -> None:
+        """A module call: on replay it emits module_begin/module_end and calls the module's forward hooks (those
+        registered then) with the replayed arguments and output."""
+        tensor_args = [self.ids.get(id(a)) if isinstance(a, Tensor) else None for a in args]
+        out_id = self.ids.get(id(out)) if isinstance(out, Tensor) else None
+        inputs = [v for v in tensor_args if v is not None] + ([out_id] if out_id is not None else [])
+        self._emit(f"Module[{module._path or type(module).__name__}]", "module", _module_run(module, tensor_args, args,
+                   out_id is not None, out), inputs, [], "forward", module._path)
+
+    def unguarded(self) -> Any:
+        return _Unguarded()
+
     # --- backward -----------------------------------------------------------------------------------------
     def backward(self, output: Tensor, grad: Any) -> None:
         if grad is not None:
@@ -181,7 +196,7 @@ class Tracer:
                 if g is None:
                     continue
                 cls = type(fn)
-                in_grads = fn.backward(arrays[g])
+                in_grads = _autograd._call_backward(fn, arrays[g])  # with the op records eager backward emits
                 ctx = self.by_instance.get(id(fn))
                 nid = self.new_id()
                 outs = [nid if i == 0 else f"{nid}.{i}" for i in range(len(in_grads))]
@@ -242,6 +257,34 @@ class Tracer:
 
     def graph(self, inputs: list[str], outputs: list[str], meta: dict) -> Graph:
         return Graph(self.function, "", self.nodes, inputs, dict(self.captured), outputs, meta, dict(self.constants))
+
+
+class _Unguarded:
+    def __enter__(self) -> None:
+        self.previous, _tensor_module._read_guard = _tensor_module._read_guard, None
+
+    def __exit__(self, *exc: Any) -> None:
+        _tensor_module._read_guard = self.previous
+
+
+def _module_run(module: Any, tensor_args: list[str | None], args: tuple, has_out: bool, out: Any) -> Any:
+    kind = type(module).__name__
+    static_out = None if has_out else out
+
+    def run(*arrays: Any) -> None:
+        if not (module._forward_hooks or _hooks.module_begin or _hooks.module_end):
+            return
+        if _hooks.module_begin:
+            _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(module._path, kind, _hooks._step, time.perf_counter_ns()))
+        if _hooks.module_end:
+            _hooks.emit(_hooks.module_end, _hooks.ModuleEvent(module._path, kind, _hooks._step, time.perf_counter_ns()))
+        if module._forward_hooks:
+            values = iter(arrays)
+            call_args = tuple(Tensor._wrap_array(next(values), "activation", "graph") if vid is not None else a
+                              for vid, a in zip(tensor_args, args))
+            output = Tensor._wrap_array(next(values), "activation", "graph") if has_out else static_out
+            module._apply_forward_hooks(call_args, output)
+    return run
 
 
 def _bound_forward(op: Any, n_inputs: int, keys: list[str]) -> Any:
