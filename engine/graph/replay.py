@@ -21,8 +21,23 @@ _now = time.perf_counter_ns
 _register, _release = _memory.register, _memory.release
 
 
+def _plan(graph: Graph) -> list[tuple]:
+    """The nodes as tuples of what ``run`` reads (built once per graph, kept on it)."""
+    plan = []
+    for node in graph.nodes:
+        mode = 0 if node.kind == "backward" else (1 if node.outputs else 2)
+        plan.append((node.run, node.inputs, node.outputs[0] if mode == 1 else node.outputs, mode, node.category,
+                     node.op, graph.frees.get(node.id, ()), node.instance if node.release_state else None,
+                     "forward" if node.phase == "loss" else node.phase, node.kind in ("set_grad", "effect", "module"),
+                     node))
+    return plan
+
+
 def run(graph: Graph, arrays: list[Any]) -> list[Any]:
     """The arrays of ``graph.outputs`` for input ``arrays`` (in ``graph.inputs`` order)."""
+    plan = graph.__dict__.get("_plan")
+    if plan is None:
+        plan = graph.__dict__["_plan"] = _plan(graph)
     env: dict[str, Any] = dict(graph.constants)
     keys: dict[str, int] = {}
     for name, array in zip(graph.inputs, arrays):
@@ -32,45 +47,43 @@ def run(graph: Graph, arrays: list[Any]) -> list[Any]:
     observed = _hooks.ops_observed
     if observed and not _hooks._step_open:
         _hooks.mark_step_begin()
-    frees = graph.frees
     phase = _hooks.phase
+    register, release, ndarray = _register, _release, np.ndarray
     try:
-        for node in graph.nodes:
-            if node.phase != phase:
-                phase = node.phase
-                _hooks.set_phase("forward" if phase == "loss" else phase)
-            ins = [env[v] for v in node.inputs]
-            if observed and node.kind not in ("set_grad", "effect", "module"):
-                out = _observed(node, ins)
+        for fn, inputs, outputs, mode, category, op, dead, instance, node_phase, effect, node in plan:
+            if node_phase != phase:
+                phase = node_phase
+                _hooks.set_phase(phase)
+            if mode == 2 and node.kind == "set_grad":  # the gradient becomes .grad: no longer a temporary
+                key = keys.pop(inputs[0], None)
+                if key is not None:
+                    release(key)
+            if observed and not effect:
+                out = _observed(node, [env[v] for v in inputs])
             else:
-                out = node.run(*ins)
-            outputs = node.outputs
-            if outputs:
-                if node.kind != "backward":
-                    if type(out) is not np.ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
-                        out = np.asarray(out)
-                    vid = outputs[0]
-                    env[vid] = out
-                    keys[vid] = _register(out, node.category, node.op)
-                else:
-                    for vid, array in zip(outputs, out):
-                        if array is not None:
-                            env[vid] = array
-                            keys[vid] = _register(array, node.category, node.op)
-            if node.release_state:
-                _release_state(node.instance)
-            dead = frees.get(node.id)
-            if dead:
-                for vid in dead:
-                    env.pop(vid, None)
-                    key = keys.pop(vid, None)
-                    if key is not None:
-                        _release(key)
+                out = fn(*[env[v] for v in inputs])
+            if mode == 1:
+                if type(out) is not ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
+                    out = np.asarray(out)
+                env[outputs] = out
+                keys[outputs] = register(out, category, op)
+            elif mode == 0:
+                for vid, array in zip(outputs, out):
+                    if array is not None:
+                        env[vid] = array
+                        keys[vid] = register(array, category, op)
+            if instance is not None:
+                _release_state(instance)
+            for vid in dead:
+                env.pop(vid, None)
+                key = keys.pop(vid, None)
+                if key is not None:
+                    release(key)
         return [env[v] for v in graph.outputs]
     finally:
         _hooks.set_phase("forward")
         for key in keys.values():
-            _release(key)
+            release(key)
 
 
 def _observed(node: Any, ins: list[Any]) -> Any:

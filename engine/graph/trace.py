@@ -96,6 +96,7 @@ class Tracer:
         elif t._ctx is None and t._data.ndim == 0 and type(t._data) is np.ndarray:
             vid = f"k:{len(self.constants)}"
             self.constants[vid] = t._data.copy()
+            self.constants[vid].flags.writeable = False
         else:
             vid = f"c:{len(self.captured)}"
             self.captured[vid] = t
@@ -222,10 +223,11 @@ class Tracer:
             _hooks.set_phase(previous)
         created = [(t, v) for t, v in leaves.values() if t.grad is None]
         accumulated = [(t, v) for t, v in leaves.values() if t.grad is not None]
+        siblings = [t for t, _ in created]
         for t, v in created + accumulated:
             pid = self.value_of(t)
             fresh = t.grad is None
-            run = _set_grad(t) if fresh else _add_grad(t)
+            run = _set_grad(t, siblings) if fresh else _add_grad(t)
             self._emit("SetGrad" if fresh else "AccumulateGrad", "set_grad", run, [v, pid], [], "backward", "")
             run(arrays[v], t._data)
 
@@ -255,6 +257,16 @@ class Tracer:
     def zero_grad(self, optimizer: Any, set_to_none: bool) -> None:
         self._emit("ZeroGrad", "effect", lambda *a: optimizer.zero_grad(set_to_none), [], [], "optimizer", "")
 
+    def close(self) -> None:
+        """Drop the trace's tensors now (they would otherwise wait for the garbage collector)."""
+        for t in self.keep:
+            if isinstance(t, Tensor):
+                t._ctx = None
+        self.keep.clear()
+        self.ids.clear()
+        self.array_ids.clear()
+        self.graph_values.clear()
+
     def graph(self, inputs: list[str], outputs: list[str], meta: dict) -> Graph:
         return Graph(self.function, "", self.nodes, inputs, dict(self.captured), outputs, meta, dict(self.constants))
 
@@ -269,7 +281,8 @@ class _Unguarded:
 
 def _module_run(module: Any, tensor_args: list[str | None], args: tuple, has_out: bool, out: Any) -> Any:
     kind = type(module).__name__
-    static_out = None if has_out else out
+    static_out = None if has_out or isinstance(out, Tensor) else out
+    args = tuple(None if isinstance(a, Tensor) else a for a in args)  # the trace's tensors are not kept
 
     def run(*arrays: Any) -> None:
         if not (module._forward_hooks or _hooks.module_begin or _hooks.module_end):
@@ -297,15 +310,23 @@ def _bound_forward(op: Any, n_inputs: int, keys: list[str]) -> Any:
 
 def _ones(xp: Any, shape: tuple, dtype: Any) -> Any:
     def run() -> Any:
-        return xp.ones(shape, dtype)
+        ones = xp.ones(shape, dtype)
+        if xp is np:
+            ones.flags.writeable = False  # folded into a constant shared by every replay
+        return ones
     return run
 
 
-def _set_grad(t: Tensor) -> Any:
+def _set_grad(t: Tensor, siblings: list[Tensor] | None = None) -> Any:
+    """``t.grad = array`` as eager ``_accumulate`` does: a fresh array the graph made is adopted as is; a view, a
+    constant (read-only) or an array another parameter adopted in this step is copied first."""
+    others = siblings if siblings is not None else []
+
     def run(array: Any, _param: Any = None) -> None:
         if array.dtype != t._data.dtype:
             array = array.astype(t._data.dtype)
-        elif array.base is not None or not array.flags.owndata or sys.getrefcount(array) > 4:
+        elif (array.base is not None or not array.flags.writeable
+              or any(q is not t and q.grad is not None and q.grad._data is array for q in others)):
             array = array.copy()
         t.grad = Tensor._wrap_array(array, "gradient", "grad")
     return run

@@ -42,6 +42,9 @@ class TracedFunction:
         self._signature = inspect.signature(fn)
         self._cache: dict[Any, _Entry] = {}
         self._seen: list[dict[str, Any]] = []
+        positional = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in self._signature.parameters.values())
+        self._fast = tuple(self._signature.parameters) if positional else None
+        self._fast_keys: dict[Any, Any] = {}
         self.trace_ms: list[float] = []
         functools.update_wrapper(self, fn)
 
@@ -54,6 +57,15 @@ class TracedFunction:
         return [(e.unoptimised, e.graph) for e in self._cache.values()]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and self._fast is not None and len(args) == len(self._fast):
+            try:
+                key = tuple(_fast_part(a) for a in args)  # positional call: the signature without inspect
+            except TypeError:  # an unhashable static argument: the full path below
+                key = None
+            entry = self._cache.get(self._fast_keys.get(key)) if key is not None else None
+            if entry is not None:
+                outs = _replay.run(entry.graph, [a._data for a in args if isinstance(a, Tensor)])
+                return _rebuild(entry.structure, outs)
         bound = self._signature.bind(*args, **kwargs)
         key_parts, tensors, names, described = [], [], [], []
         for name, value in bound.arguments.items():
@@ -73,7 +85,13 @@ class TracedFunction:
         key = tuple(key_parts)
         entry = self._cache.get(key)
         if entry is None:
-            return self._trace(key, bound, tensors, names, "; ".join(described))
+            result = self._trace(key, bound, tensors, names, "; ".join(described))
+            if not kwargs and len(args) == len(bound.arguments) and self._fast is not None:
+                try:
+                    self._fast_keys[tuple(_fast_part(a) for a in args)] = key
+                except TypeError:
+                    pass
+            return result
         outs = _replay.run(entry.graph, [t._data for t in tensors])
         return _rebuild(entry.structure, outs)
 
@@ -83,13 +101,18 @@ class TracedFunction:
         for name, t in zip(names, tensors):
             tracer.add_input(name, t)
         context = _trace.tracing(tracer)
-        with context:
-            result = self.fn(*bound.args, **bound.kwargs)
-            structure, outputs = _flatten(result, tracer)
+        try:
+            with context:
+                result = self.fn(*bound.args, **bound.kwargs)
+                structure, outputs = _flatten(result, tracer)
+        except BaseException:
+            tracer.close()
+            raise
         graph = tracer.graph(names, outputs, {n: (t.shape, str(t.dtype)) for n, t in zip(names, tensors)})
         for node in graph.nodes:  # the trace's tensors are not needed by replay: let them go
             if node.instance is not None:
                 node.instance.parents = ()
+        tracer.close()
         graph.signature, graph.trace_ms = described, context.trace_ms
         optimised = optimise(graph.copy(), self.passes)
         entry = self._cache[key] = _Entry(optimised, graph, structure, len(self._cache))
@@ -114,6 +137,14 @@ class TracedFunction:
                       f"times: argument '{worst}' keeps changing ({changing.get(worst, 0)} different values/shapes). "
                       "Each new value of a Python argument or tensor shape retraces: pass numbers as tensors, or "
                       "keep shapes fixed.", RuntimeWarning, stacklevel=3)
+
+
+def _fast_part(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        data = value._data
+        return (data.shape, data.dtype, type(data), getattr(getattr(data, "device", None), "id", None))
+    hash(value)
+    return (type(value), value)
 
 
 def _flatten(result: Any, tracer: _trace.Tracer) -> tuple[Any, list[str]]:

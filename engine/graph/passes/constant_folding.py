@@ -16,7 +16,11 @@ def constant_folding(graph: Graph) -> Graph:
                     and node.id not in read_by_backward and all(v in graph.constants for v in node.inputs))
         if foldable:
             value = node.run(*[graph.constants[v] for v in node.inputs])
-            graph.constants[node.outputs[0]] = np.asarray(value) if np.isscalar(value) else value
+            value = np.asarray(value) if np.isscalar(value) or isinstance(value, np.generic) else value
+            if type(value) is np.ndarray:
+                value = value.copy() if value.base is not None else value
+                value.flags.writeable = False  # shared by every replay: whoever needs to write copies it
+            graph.constants[node.outputs[0]] = value
             graph.input_meta[node.outputs[0]] = (tuple(np.shape(value)), str(getattr(value, "dtype", "")))
             removed.append(node.id)
         else:

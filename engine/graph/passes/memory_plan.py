@@ -1,6 +1,8 @@
 """Memory planning: each value is dropped (and its allocator record released) right after its last use, where a
-use by a forward op with a backward node lasts until that backward node (the op may keep the array for it); after
-an op instance's last backward node its saved arrays are let go (as eager autograd frees a node)."""
+use by a forward op with a backward node lasts until that backward node (as an eager op holds its inputs until its
+backward ran); after an op instance's last backward node its saved arrays are let go (as eager autograd frees a
+node). Values are never written to before they are dead: reuse happens through the fused chains' single output
+buffer and the in-place accumulations (passes before this one)."""
 from __future__ import annotations
 
 from engine.graph.ir import Graph, record_pass
@@ -15,9 +17,11 @@ def memory_planning(graph: Graph) -> Graph:
         if node.ctx is not None:
             backward_of[node.ctx] = max(backward_of.get(node.ctx, -1), i)
     for i, node in enumerate(graph.nodes):
-        end = max(i, backward_of.get(node.id, -1))
-        for v in node.inputs + node.outputs:
+        end = max(i, backward_of.get(node.id, -1))  # an op's inputs live until its backward (eager: its parents)
+        for v in node.inputs:
             last_use[v] = max(last_use.get(v, -1), end)
+        for v in node.outputs:
+            last_use[v] = max(last_use.get(v, -1), i)
     keep = set(graph.outputs) | set(graph.inputs) | set(graph.captured) | set(graph.constants)
     frees: dict[str, list[str]] = {}
     for v, i in last_use.items():

@@ -122,7 +122,7 @@ def test_memory_planning_frees_at_last_use_and_keeps_saved_inputs_until_backward
                node("n4", "MulBackward", ["n3"], kind="backward", ctx="n2"), node("n5", "Add", ["n4", "n3"])],
               ["n5"])
     out = memory_planning(g)
-    assert out.frees == {"n4": ["n1", "n2"], "n5": ["n3", "n4"]}
+    assert out.frees == {"n3": ["n2"], "n4": ["n1"], "n5": ["n3", "n4"]}
     assert out.nodes[3].release_state
 
 
