@@ -30,8 +30,9 @@ def write_graphs(target: Any, function: str, index: int, unoptimised: Graph, opt
         for graph, stage in ((unoptimised, "unoptimised"), (optimised, "optimised")):
             path = os.path.join(folder, f"{function}.{index}.{stage}.json")
             tmp = path + ".tmp"
+            text = json.dumps(to_dict(graph, stage), separators=(",", ":"), allow_nan=False)
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(to_dict(graph, stage), f)
+                f.write(text)
             os.replace(tmp, path)
             paths.append(path)
     except Exception as error:  # noqa: BLE001 - writing the graph must never break training

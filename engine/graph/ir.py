@@ -44,7 +44,8 @@ class Node:
     @property
     def nbytes(self) -> int:
         import numpy as np
-        return sum(int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in zip(self.shapes, self.dtypes))
+        return sum(int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in zip(self.shapes, self.dtypes)
+                   if d and d != "None")
 
 
 @dataclass
@@ -93,22 +94,27 @@ def record_pass(graph: Graph, name: str, before: int, removed: list[str], merged
 
 def to_dict(graph: Graph, stage: str) -> dict[str, Any]:
     """The graph as the JSON object of docs/logformat.md (plugins/graph)."""
+    made_by = {v: n.id for n in graph.nodes for v in n.outputs}  # value -> the node making it (a fused node's id)
+
     def base(value: str) -> str:
-        return value.split(".")[0] if value.startswith("n") or value.startswith("f") else value
+        return made_by.get(value, value)
 
     nodes = []
     for n in graph.nodes:
         if n.kind == "module":  # a module boundary (replay calls its forward hooks there), not an op
             continue
         entry: dict[str, Any] = {"id": n.id, "op": n.op, "inputs": [base(v) for v in n.inputs],
-                                 "shape": list(n.shapes[0]) if n.shapes else [], "dtype": n.dtypes[0] if n.dtypes else "",
+                                 "shape": list(n.shapes[0]) if n.shapes else [], "dtype": (n.dtypes[0] if n.dtypes else "") or "none",
                                  "module": n.module, "phase": n.phase, "bytes": n.nbytes}
         if n.fused_ops:
             entry["fused_from"] = list(n.fused_ops)
             entry["fused_nodes"] = list(n.fused_from)
         nodes.append(entry)
-    inputs = [{"id": v, "shape": list(graph.input_meta.get(v, ((), ""))[0]), "dtype": graph.input_meta.get(v, ((), ""))[1]}
-              for v in graph.inputs + sorted(graph.captured)]
+    inputs = [{"id": v, "shape": list(graph.input_meta.get(v, ((), ""))[0]), "dtype": graph.input_meta.get(v, ((), "?"))[1]}
+              for v in graph.inputs]
+    inputs += [{"id": v, "shape": list(t.shape), "dtype": str(t.dtype)} for v, t in sorted(graph.captured.items())]
+    inputs += [{"id": v, "shape": list(getattr(a, "shape", ())), "dtype": str(getattr(a, "dtype", "?"))}
+               for v, a in sorted(graph.constants.items())]
     out = {"version": 1, "function": graph.function, "signature": graph.signature, "stage": stage,
            "trace_ms": round(graph.trace_ms, 3), "nodes": nodes, "inputs": inputs,
            "outputs": [base(v) for v in graph.outputs]}

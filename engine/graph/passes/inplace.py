@@ -1,6 +1,8 @@
 """In-place updates: a gradient accumulation (``a + b``) whose left operand is a buffer the graph allocated itself
 (an accumulation's or a fused chain's result) used by nothing else writes its sum into that buffer instead of a new
-one. Parameters and optimizer state are updated in place by the optimizer node already."""
+one; a ReLU whose input is dead after it (made by an op that keeps no reference to its own output, read by nothing
+later) computes into that input's buffer. Parameters and optimizer state are updated in place by the optimizer
+node already. Same arithmetic, same bits."""
 from __future__ import annotations
 
 from typing import Any
@@ -26,7 +28,30 @@ def inplace_updates(graph: Graph) -> Graph:
             node.run = _add_into_first
             node.op = "AccumulateInPlace"
             merged.append({"into": source.id, "from": [node.id]})
+    positions = {n.id: i for i, n in enumerate(graph.nodes)}
+    for i, node in enumerate(graph.nodes):
+        if node.op != "ReLU" or node.kind != "forward" or node.instance is None or len(node.inputs) != 1:
+            continue
+        target = node.inputs[0]
+        source = producers.get(target)
+        later = [u for u in users.get(target, []) if u is not node and positions[u.id] >= i]
+        readers_with_backward = [u for u in users.get(target, []) if u.kind == "forward" and u is not node
+                                 and any(n.ctx == u.id for n in graph.nodes)]
+        if (source is not None and (source.op in _KEEP_NO_OUTPUT or source.kind == "fused") and not later
+                and not readers_with_backward and target not in outputs and source.shapes[0] == node.shapes[0]):
+            node.run = _relu_into_input(node.instance)
+            merged.append({"into": source.id, "from": [node.id]})
     return record_pass(graph, "inplace_updates", before, [], merged)
+
+
+_KEEP_NO_OUTPUT = frozenset({"Linear", "MatMul", "Conv2d", "Add", "Sub"})  # their forward saves inputs only
+
+
+def _relu_into_input(op: Any) -> Any:
+    def run(x: Any) -> Any:
+        op.out = op.xp.maximum(x, 0, out=x)  # ReLU.forward, written into its dead input
+        return op.out
+    return run
 
 
 def _add_into_first(a: Any, b: Any) -> Any:

@@ -180,3 +180,21 @@ def test_fused_chain_cuda_source_compiles(tmp_path):
                       f"  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) {{ {body}; }}\n}}\n")
     result = subprocess.run(["nvcc", "-c", str(source), "-o", str(tmp_path / "fused.o")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_inplace_relu_writes_into_a_dead_input_only():
+    from engine.ops.activation import ReLU
+
+    relu, kept = ReLU(), ReLU()
+    g = graph([node("n1", "Linear", ["x", "y"]), node("n2", "ReLU", ["n1"], instance=relu),
+               node("n3", "Linear", ["x", "z"]), node("n4", "ReLU", ["n3"], instance=kept), node("n5", "Neg", ["n3"])],
+              ["n2", "n4", "n5"])
+    g.nodes[0].run = g.nodes[2].run = np.add
+    g.nodes[1].run, g.nodes[3].run = relu.forward, kept.forward
+    out = inplace_updates(g)
+    assert out.passes[-1]["merged"] == [{"into": "n1", "from": ["n2"]}]  # n3 is read after its ReLU: left alone
+    rng = np.random.default_rng(4)
+    x, y, z = (rng.standard_normal(S).astype(np.float32) for _ in range(3))
+    first = out.nodes[0].run(x, y)
+    result = out.nodes[1].run(first)
+    assert result is first and np.array_equal(result, np.maximum(x + y, 0)) and relu.out is result
