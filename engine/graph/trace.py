@@ -119,13 +119,15 @@ class Tracer:
             if vid is not None:
                 bindings.append((key, vid))
                 continue
-            if isinstance(value, (int, float, str, bool, type(None), tuple)):
-                try:
-                    hash(value)
-                except TypeError:
-                    continue
-                items.append((key, value))
-        return tuple(sorted(items)), bindings
+            try:
+                hash(value)
+                if not isinstance(value, (int, float, str, bool, type(None), tuple)):
+                    raise TypeError
+            except TypeError:  # an array or object the key cannot compare: this op is never merged with another
+                items.append(("opaque", id(op)))
+                continue
+            items.append((key, value))
+        return tuple(sorted(items, key=repr)), bindings
 
     def record_op(self, op: Any, inputs: tuple[Tensor, ...], result: Tensor, attrs_bindings: tuple) -> None:
         name = type(op).__name__

@@ -198,3 +198,17 @@ def test_inplace_relu_writes_into_a_dead_input_only():
     first = out.nodes[0].run(x, y)
     result = out.nodes[1].run(first)
     assert result is first and np.array_equal(result, np.maximum(x + y, 0)) and relu.out is result
+
+
+def test_cse_never_merges_ops_holding_different_arrays():
+    x = engine.tensor(np.arange(4, dtype=np.float32))
+    zero = engine.tensor(np.zeros(4, np.float32))  # one captured value: both where() read the same inputs
+
+    @engine.function
+    def f(a):
+        first = engine.where(np.array([True, False, True, False]), a, zero)
+        second = engine.where(np.array([False, True, False, True]), a, zero)
+        return first + second * 10
+
+    assert f(x).tolist() == [0.0, 10.0, 2.0, 30.0]
+    assert f(x + 1).tolist() == [1.0, 20.0, 3.0, 40.0]
