@@ -170,6 +170,7 @@ class Tracer:
         inputs = [v for v in tensor_args if v is not None] + ([out_id] if out_id is not None else [])
         self._emit(f"Module[{module._path or type(module).__name__}]", "module", _module_run(module, tensor_args, args,
                    out_id is not None, out), inputs, [], "forward", module._path)
+        self.nodes[-1].instance = module
 
     def unguarded(self) -> Any:
         return _Unguarded()
