@@ -13,6 +13,8 @@ import time
 import warnings
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 from engine.graph import replay as _replay
 from engine.graph import trace as _trace
 from engine.graph.ir import Graph, to_dict
@@ -74,6 +76,10 @@ class TracedFunction:
                 tensors.append(value)
                 names.append(name)
                 described.append(f"{name}: {value.dtype}{list(value.shape)} {value.device}")
+            elif isinstance(value, np.ndarray) or (hasattr(value, "__cuda_array_interface__") and hasattr(value, "shape")):
+                raise TypeError(f"engine.function '{getattr(self.fn, '__qualname__', '?')}': argument '{name}' is an "
+                                f"array ({type(value).__name__} of shape {value.shape}); pass engine.tensor(...) so that "
+                                "it is a graph input (an array would be a constant of the graph)")
             else:
                 try:
                     hash(value)

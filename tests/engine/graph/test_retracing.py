@@ -95,3 +95,12 @@ def test_eager_unaffected_after_a_tracing_error():
     with pytest.raises(engine.TracingError):
         bad(engine.tensor(np.ones((1, 2), np.float32)))
     assert isinstance(model(engine.tensor(np.ones((1, 2), np.float32))).sum().item(), float)
+
+
+def test_a_numpy_array_argument_is_refused_naming_it():
+    @engine.function
+    def f(x, labels):
+        return x * 2
+
+    with pytest.raises(TypeError, match="argument 'labels' is an array.*engine.tensor"):
+        f(engine.tensor([1.0]), np.array([1, 2]))
