@@ -24,10 +24,14 @@ _register, _release = _memory.register, _memory.release
 def _plan(graph: Graph) -> list[tuple]:
     """The nodes as tuples of what ``run`` reads (built once per graph, kept on it)."""
     plan = []
+    users = graph.consumers()
+    # a gradient only SetGrad reads becomes .grad there (registered as a gradient then, as eager does)
+    to_grad = {v for v, readers in users.items() if all(r.kind == "set_grad" for r in readers)}
     for node in graph.nodes:
         mode = 0 if node.kind == "backward" else (1 if node.outputs else 2)
-        plan.append((node.run, node.inputs, node.outputs[0] if mode == 1 else node.outputs, mode, node.category,
-                     node.op, graph.frees.get(node.id, ()), node.instance if node.release_state else None,
+        outputs = node.outputs[0] if mode == 1 else [(v, v not in to_grad) for v in node.outputs]
+        plan.append((node.run, node.inputs, outputs, mode, node.category,
+                     node.op, graph.frees.get(node.id, ()), node if node.release_state else None,
                      "forward" if node.phase == "loss" else node.phase, node.kind in ("set_grad", "effect", "module"),
                      node))
     return plan
@@ -50,7 +54,7 @@ def run(graph: Graph, arrays: list[Any]) -> list[Any]:
     phase = _hooks.phase
     register, release, ndarray = _register, _release, np.ndarray
     try:
-        for fn, inputs, outputs, mode, category, op, dead, instance, node_phase, effect, node in plan:
+        for fn, inputs, outputs, mode, category, op, dead, releasing, node_phase, effect, node in plan:
             if node_phase != phase:
                 phase = node_phase
                 _hooks.set_phase(phase)
@@ -68,12 +72,13 @@ def run(graph: Graph, arrays: list[Any]) -> list[Any]:
                 env[outputs] = out
                 keys[outputs] = register(out, category, op)
             elif mode == 0:
-                for vid, array in zip(outputs, out):
+                for (vid, registered), array in zip(outputs, out):
                     if array is not None:
                         env[vid] = array
-                        keys[vid] = register(array, category, op)
-            if instance is not None:
-                _release_state(instance)
+                        if registered:
+                            keys[vid] = register(array, category, op)
+            if releasing is not None:
+                _release_state(releasing)
             for vid in dead:
                 env.pop(vid, None)
                 key = keys.pop(vid, None)
@@ -108,8 +113,13 @@ def _observed(node: Any, ins: list[Any]) -> Any:
         _hooks.graph_node = None
 
 
-def _release_state(instance: Any) -> None:
-    """Let go of the arrays an op kept for its backward (its forward sets them again next replay)."""
-    state = vars(instance)
-    for key in [k for k, v in state.items() if hasattr(v, "dtype") and hasattr(v, "shape") and not isinstance(v, np.generic)]:
-        del state[key]
+def _release_state(node: Any) -> None:
+    """Let go of the arrays the node's op kept for its backward (its forward sets them again next replay). The
+    attribute names are found on the first call and kept on the node."""
+    state = vars(node.instance)
+    keys = node.__dict__.get("_state_keys")
+    if keys is None or any(k not in state for k in keys):
+        keys = node.__dict__["_state_keys"] = tuple(
+            k for k, v in state.items() if hasattr(v, "dtype") and hasattr(v, "shape") and not isinstance(v, np.generic))
+    for key in keys:
+        state.pop(key, None)

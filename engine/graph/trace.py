@@ -323,14 +323,18 @@ def _ones(xp: Any, shape: tuple, dtype: Any) -> Any:
 def _set_grad(t: Tensor, siblings: list[Tensor] | None = None) -> Any:
     """``t.grad = array`` as eager ``_accumulate`` does: a fresh array the graph made is adopted as is; a view, a
     constant (read-only) or an array another parameter adopted in this step is copied first."""
-    others = siblings if siblings is not None else []
+    others = [q for q in siblings or () if q is not t]
 
     def run(array: Any, _param: Any = None) -> None:
         if array.dtype != t._data.dtype:
             array = array.astype(t._data.dtype)
-        elif (array.base is not None or not array.flags.writeable
-              or any(q is not t and q.grad is not None and q.grad._data is array for q in others)):
+        elif array.base is not None or not array.flags.writeable:
             array = array.copy()
+        else:
+            for q in others:
+                if q.grad is not None and q.grad._data is array:
+                    array = array.copy()
+                    break
         t.grad = Tensor._wrap_array(array, "gradient", "grad")
     return run
 
