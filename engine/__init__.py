@@ -7,7 +7,7 @@ from engine.backend import Device as device
 from engine.memory import OutOfMemoryError
 from engine.errors import NonFiniteError
 from engine.tensor import Tensor, tensor
-from engine.function import Function, enable_grad, is_grad_enabled, no_grad
+from engine.op import Function, enable_grad, is_grad_enabled, no_grad
 from engine.autograd import grad
 from engine.ops import concat, stack, where
 from engine.random import manual_seed
@@ -15,8 +15,10 @@ from engine import data, datasets
 from engine import nn, optim
 from engine.serialization import load, save
 from engine.training import History, fit
+from engine.graph.traced_function import function
+from engine.graph.trace import TracingError
 
 __version__ = "0.1.0"
 
-__all__ = ["Device", "Function", "History", "NonFiniteError", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "cuda", "data", "datasets", "device", "enable_grad", "fit", "grad",
+__all__ = ["Device", "Function", "History", "NonFiniteError", "OutOfMemoryError", "Tensor", "TracingError", "__version__", "concat", "config", "cuda", "data", "datasets", "device", "enable_grad", "fit", "function", "grad",
            "hooks", "is_grad_enabled", "load", "manual_seed", "memory", "memory_recording", "nn", "no_grad", "op_log", "optim", "save", "stack", "tensor", "where"]

@@ -10,7 +10,7 @@ import numpy as np
 from engine import hooks as _hooks
 from engine import memory as _memory
 from engine.backend import get_array_module
-from engine.function import Function
+from engine.op import Function
 from engine.tensor import Tensor
 
 _FREED_MESSAGE = ("trying to backward through the graph a second time (or after its buffers were freed) "
@@ -205,6 +205,8 @@ def _free(fn: Function, retain_graph: bool) -> None:
 
 def backward(output: Tensor, grad: Any = None, retain_graph: bool = False) -> None:
     """``output.backward(grad)``: accumulate gradients into the ``.grad`` of every leaf that requires them."""
+    if _trace.active is not None:  # engine.function is recording this step
+        return _trace.active.backward(output, grad)
     if not output.requires_grad:
         raise RuntimeError(f"backward() on a tensor that does not require grad (shape {output.shape}, dtype "
                            f"{output.dtype}): no input of the computation had requires_grad=True, or it ran "
@@ -262,6 +264,9 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor], 
 
     An input that the outputs do not depend on gets a zero gradient.
     """
+    if _trace.active is not None:
+        raise _trace.TracingError(f"engine.grad() is not supported inside engine.function (at {_trace.user_frame()}); "
+                                  "use loss.backward()")
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if grad_outputs is None or isinstance(grad_outputs, (Tensor, np.ndarray)):
@@ -285,3 +290,6 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor], 
         array = xp.zeros_like(t._data) if found is None else xp.array(found[1], dtype=t.dtype, copy=True)
         grads.append(Tensor._wrap_array(array, "gradient", "grad"))
     return grads
+
+
+from engine.graph import trace as _trace  # noqa: E402  (the tracer builds on autograd)

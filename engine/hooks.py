@@ -71,6 +71,7 @@ _step: int = 0
 _step_open: bool = False
 step_resets: int = 0  # reset_step calls so far
 _step_start_ns: int = 0
+graph_node: str | None = None  # the graph node a traced step is replaying (engine.function), None otherwise
 
 
 class OpEvent(NamedTuple):

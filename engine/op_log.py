@@ -19,7 +19,8 @@ It also appends the step's boundaries, in the same stride with a negative code (
                                                                 names[name code] is "<optimizer type>.step"
     DATA_WAIT,      step, start_ns,      end_ns, 0, 0           hooks.report_data_wait (the wait just ended)
 
-so a profiler holding the log needs no other step, optimizer or data-wait recorder.
+so a profiler holding the log needs no other step, optimizer or data-wait recorder. Ops replayed by
+``engine.function`` get a code per graph node: ``log.nodes[code]`` is the node id (``engine.hooks.graph_node``).
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ class OpLog:
     ``module`` that started at ``start_ns`` and ends now. It is a closure over this log's containers, built once:
     the engine calls it for every op, and a closure reads its variables faster than a method reads attributes."""
 
-    __slots__ = ("data", "keys", "names", "record_shapes", "op", "extend", "name_codes", "_codes", "_optimizer_start")
+    __slots__ = ("data", "keys", "names", "record_shapes", "op", "extend", "name_codes", "_codes", "_optimizer_start",
+                 "nodes")
     # the boundary records' codes (see the module docstring), readable from the log
     STEP_END, OPTIMIZER_STEP, DATA_WAIT = STEP_END, OPTIMIZER_STEP, DATA_WAIT
     recorder_order = -1  # a reading: the op's end time is taken before other recorders' work
@@ -55,6 +57,7 @@ class OpLog:
         self._codes: dict[tuple, int] = {}  # raw key (see _recorder) -> index in keys
         self.names: list[str] = []  # span names of OPTIMIZER_STEP records ("Adam.step")
         self.name_codes: dict[Any, int] = {}  # optimizer type -> index in names
+        self.nodes: dict[int, str] = {}  # key code -> graph node id, for ops replayed by engine.function
         self.op = _recorder(self)
         self.extend = self.data.extend
         self._optimizer_start: int | None = None
@@ -87,8 +90,11 @@ class OpLog:
         del self.data[:]
 
     def intern_raw(self, key: tuple, arrays: Any) -> int:
-        """The code of a raw key (built by ``op`` from ``arrays``), interning its readable form on first sight."""
+        """The code of a raw key (built by ``op`` from ``arrays``), interning its readable form on first sight.
+        A replayed node's raw key is ``(node id, raw key)``; its readable key is the op's."""
         code = self._codes[key] = len(self.keys)
+        if type(key[1]) is tuple:
+            key = key[1]
         shapes = tuple(tuple(a.shape) for a in arrays) if self.record_shapes else ()
         dtypes = tuple(_hooks.dtype_name(a.dtype) for a in arrays) if self.record_shapes else ()
         self.keys.append((key[0], key[1], key[2], shapes, dtypes))
@@ -108,7 +114,7 @@ class OpLog:
 
 def _recorder(log: OpLog) -> Callable[[str, str, Any, Any, int, int], None]:
     """``log.op``: the per-op append (see OpLog)."""
-    lookup, intern, extend, shapes = log._codes.get, log.intern_raw, log.data.extend, log.record_shapes
+    lookup, intern, extend, shapes, nodes = log._codes.get, log.intern_raw, log.data.extend, log.record_shapes, log.nodes
     cpu, hooks, now = _memory._state("cpu"), _hooks, _now  # NOTE: the cpu state object lives as long as the process
 
     def op(name: str, module: str, arrays: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
@@ -129,9 +135,14 @@ def _recorder(log: OpLog) -> Callable[[str, str, Any, Any, int, int], None]:
             key = (name, hooks.phase, module)
         else:
             key = (name, hooks.phase, module, *[(a.shape, a.dtype) for a in arrays])
+        node = hooks.graph_node
+        if node is not None:  # a replayed graph node: its own code, so that its records name it
+            key = (node, key)
         code = lookup(key)
         if code is None:
             code = intern(key, arrays)
+            if node is not None:
+                nodes[code] = node
         extend((code, hooks._step, start_ns, end_ns, output_bytes, cpu.allocated))
 
     return op

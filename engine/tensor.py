@@ -11,6 +11,7 @@ from engine import backend as _backend
 from engine.backend import cuda_backend as _cuda
 
 _FLOAT_KINDS = "f"
+_read_guard: Any = None  # set by engine.function while tracing: refuses reading a traced value
 
 
 def _as_dtype(dtype: Any) -> np.dtype:
@@ -130,7 +131,7 @@ class Tensor:
         extra = ", requires_grad=True" if self.requires_grad else ""
         extra += f", grad_fn={self._ctx.name}" if self._ctx is not None else ""
         extra += f", name={self.name!r}" if self.name else ""
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", threshold=200)
+        body = np.array2string(self._host(), separator=", ", prefix="tensor(", threshold=200)
         if type(self._data) is not np.ndarray:
             extra = f", device='{self.device}'" + extra
         return f"tensor({body}, dtype={self._data.dtype}{extra})"
@@ -142,17 +143,28 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __bool__(self) -> bool:
+        if _read_guard is not None:
+            _read_guard(self, "bool()")
         return bool(self._data)
 
     def __float__(self) -> float:
+        if _read_guard is not None:
+            _read_guard(self, "float()")
         return float(self.item())
 
     def __int__(self) -> int:
+        if _read_guard is not None:
+            _read_guard(self, "int()")
         return int(self.item())
 
     # --- conversion ---------------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """The values as a NumPy array (a view on the CPU; a copy from a GPU)."""
+        if _read_guard is not None:
+            _read_guard(self, ".numpy()")
+        return self._host()
+
+    def _host(self) -> np.ndarray:
         data = self._data
         if type(data) is np.ndarray:
             return data
@@ -187,9 +199,13 @@ class Tensor:
     def item(self) -> Any:
         if self._data.size != 1:
             raise ValueError(f"item() needs a tensor with one element, got shape {self._data.shape}")
+        if _read_guard is not None:
+            _read_guard(self, ".item()")
         return self._data.reshape(()).item()
 
     def tolist(self) -> Any:
+        if _read_guard is not None:
+            _read_guard(self, ".tolist()")
         return self.numpy().tolist()
 
     def detach(self) -> Tensor:

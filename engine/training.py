@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from engine import hooks as _hooks
 from engine.data import DatasetIterator
-from engine.function import no_grad
+from engine.op import no_grad
 from engine.backend import cuda_backend, is_device_array
 from engine.tensor import Tensor
 

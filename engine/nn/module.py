@@ -11,6 +11,7 @@ from engine import backend as _backend
 from engine import hooks as _hooks
 from engine.nn.parameter import Parameter
 from engine.tensor import Tensor
+from engine.graph import trace as _trace
 
 # Bumped whenever any module gains or loses a submodule: the paths hooks see are recomputed lazily.
 _structure_version = 0
@@ -109,6 +110,12 @@ class Module:
             _hooks.module_stack.pop()
             if _hooks.module_end:
                 _hooks.emit(_hooks.module_end, _hooks.ModuleEvent(self._path, kind, _hooks._step, time.perf_counter_ns()))
+        tracer = _trace.active
+        if tracer is not None:  # engine.function: the call is a graph node (its replay runs the forward hooks)
+            tracer.record_module(self, args, out)
+            if self._forward_hooks:
+                with tracer.unguarded():  # forward hooks are observers, not the traced function's code
+                    return self._apply_forward_hooks(args, out)
         return self._apply_forward_hooks(args, out) if self._forward_hooks else out
 
     def _apply_forward_hooks(self, args: tuple, out: Any) -> Any:

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.function import no_grad
+from engine.op import no_grad
 from engine.backend import to_device
 from engine.tensor import Tensor
 

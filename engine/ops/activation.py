@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from engine.backend import is_device_array
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import elementwise_nbytes
 from engine.tensor import Tensor
 

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from engine import config as _config
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import (as_tensor, broadcast_error, broadcast_shape, elementwise_nbytes, errstate,
                               result_dtype, shape_nbytes, unbroadcast)
 from engine.tensor import Tensor

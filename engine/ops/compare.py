@@ -9,7 +9,8 @@ from engine import hooks as _hooks
 from engine import memory as _memory
 from engine.backend import cuda_backend as _cuda
 from engine.backend import get_array_module, op_array_module
-from engine.function import Function
+from engine.graph import trace as _trace
+from engine.op import Function
 from engine.ops._util import as_tensor, broadcast_shape, result_dtype, shape_nbytes, unbroadcast
 from engine.tensor import Tensor
 
@@ -28,7 +29,10 @@ def _compare(name: str, a: Any, b: Any) -> Tensor:
         raise ValueError(f"{name}: shapes {a.shape} and {b.shape} cannot be broadcast together") from None
     except MemoryError as error:
         raise _memory.refused_by_system(error, name, a._data)
-    return Tensor._wrap_array(xp.asarray(out), "activation", name)
+    result = Tensor._wrap_array(xp.asarray(out), "activation", name)
+    if _trace.active is not None:  # engine.function is recording: a comparison is a graph node too
+        _trace.active.record_plain(name, ufunc, (a, b), result)
+    return result
 
 
 def less(a: Any, b: Any) -> Tensor:

@@ -5,7 +5,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from engine.backend import get_array_module
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import result_dtype, shape_nbytes
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine import backend as _backend
-from engine.function import Function, is_grad_enabled
+from engine.op import Function, is_grad_enabled
 from engine.tensor import Tensor
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine import random as _random
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import elementwise_nbytes
 
 

@@ -1,7 +1,7 @@
 """Fused affine map ``x @ weight.T + bias`` (one op instead of transpose, matmul and add)."""
 from __future__ import annotations
 
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import result_dtype, shape_nbytes
 from engine.tensor import Tensor
 

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from engine.backend import get_array_module
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import broadcast_shape, elementwise_nbytes, errstate, result_dtype, shape_nbytes, unbroadcast
 
 REDUCTIONS = ("mean", "sum", "none")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import elementwise_nbytes, errstate, shape_nbytes
 from engine.tensor import Tensor, _as_dtype
 

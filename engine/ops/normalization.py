@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import result_dtype, shape_nbytes
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import shape_nbytes
 from engine.ops.conv import crop2d, output_size, pad2d
 

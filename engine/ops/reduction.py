@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from engine.backend import get_array_module
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import normalize_axis, shape_nbytes
 from engine.tensor import Tensor
 

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from engine.backend import is_device_array
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import as_tensor, result_dtype, shape_nbytes, single_axis
 from engine.tensor import Tensor
 

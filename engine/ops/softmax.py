@@ -1,7 +1,7 @@
 """Numerically stable softmax and log-softmax along one axis."""
 from __future__ import annotations
 
-from engine.function import Function
+from engine.op import Function
 from engine.ops._util import elementwise_nbytes, single_axis
 from engine.tensor import Tensor
 

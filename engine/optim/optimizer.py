@@ -9,8 +9,9 @@ import numpy as np
 
 from engine import hooks as _hooks
 from engine.backend import get_array_module, is_device_array, to_device
-from engine.function import enable_grad
+from engine.op import enable_grad
 from engine.tensor import Tensor
+from engine.graph import trace as _trace
 
 
 class _Required:
@@ -95,6 +96,8 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: drop it (default) or fill it with zeros in place."""
+        if _trace.active is not None:
+            _trace.active.zero_grad(self, set_to_none)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -107,6 +110,11 @@ class Optimizer:
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; close the training step. Returns ``closure()``'s loss."""
         loss = None
+        if _trace.active is not None:
+            if closure is not None:
+                raise _trace.TracingError(f"optimizer.step(closure) is not supported inside engine.function (at "
+                                          f"{_trace.user_frame()})")
+            _trace.active.optimizer_step(self)
         if closure is not None:
             with enable_grad():
                 loss = closure()

@@ -40,6 +40,7 @@ PHASES = ("forward", "backward", "optimizer")
 # `args` keys of op events.
 ARG_STEP, ARG_MODULE, ARG_PHASE = "step", "module", "phase"
 ARG_SHAPES, ARG_DTYPE, ARG_BYTES, ARG_FLOPS = "shapes", "dtype", "bytes", "flops"
+ARG_NODE = "node"  # ops replayed by engine.function: the graph node id (plugins/graph/ files)
 ARG_STACK = "stack"  # with_stack=True: ["file:line function", ...], innermost first
 
 # Thread ids: ops and spans of the training thread share one tid; counters have none.

@@ -56,6 +56,7 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": fmt.TID_HOST, "args": {"name": "training thread"}},
     ]
     stacks = recorder.stacks if len(recorder.stacks) == len(ops) else None
+    nodes = recorder.op_nodes if recorder.log.nodes else None
     for index, (op, phase, module, step, start, end, shapes, dtypes, nbytes) in enumerate(ops):
         args = {fmt.ARG_STEP: step, fmt.ARG_MODULE: module, fmt.ARG_PHASE: phase,
                 fmt.ARG_SHAPES: fmt.format_shapes(shapes), fmt.ARG_DTYPE: ",".join(dtypes), fmt.ARG_BYTES: nbytes}
@@ -64,6 +65,8 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
             args[fmt.ARG_FLOPS] = flops
         if stacks is not None:
             args[fmt.ARG_STACK] = list(stacks[index])
+        if nodes is not None and nodes[index] is not None:
+            args[fmt.ARG_NODE] = nodes[index]
         events.append({"ph": "X", "cat": fmt.CAT_OP, "name": op, "ts": us(start), "dur": (end - start) / 1000.0,
                        "pid": pid, "tid": fmt.TID_HOST, "args": args})
     for path, phase, step, start, end in module_spans(ops):

@@ -98,6 +98,12 @@ class Recorder:
                 for i in range(0, len(data), OP_LOG_STRIDE) if data[i] >= 0]
 
     @property
+    def op_nodes(self) -> list[str | None]:
+        """Per op of ``ops``: the graph node id when engine.function replayed it, else None."""
+        nodes, data = self.log.nodes, self.log.data
+        return [nodes.get(data[i]) for i in range(0, len(data), OP_LOG_STRIDE) if data[i] >= 0]
+
+    @property
     def kernels(self) -> list[tuple]:
         """(op index, stream, start_ns, end_ns) per op that ran kernels, the op index into ``ops``."""
         return (list(self.timer.records) if self.timer is not None else []) + self.added_kernels

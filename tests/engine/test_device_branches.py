@@ -13,7 +13,7 @@ import pytest
 
 import engine
 from engine import nn
-from engine.function import Function
+from engine.op import Function
 from engine.nn import functional as F
 
 from engine.backend import kernel_reference as reference

@@ -7,7 +7,7 @@ import numpy as np
 
 import engine
 from engine import hooks
-from engine.function import Function
+from engine.op import Function
 from engine.nn import functional as F
 from recording_observers import OpRecorder
 

@@ -10,7 +10,7 @@ import pytest
 
 import engine
 from engine import hooks, memory, nn
-from engine.function import Function
+from engine.op import Function
 from engine.nn import functional as F
 from engine.ops.arithmetic import MatMul, Mul
 from engine.ops.math import Exp

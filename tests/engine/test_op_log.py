@@ -6,7 +6,7 @@ import pytest
 
 import engine
 from engine import hooks
-from engine.function import Function
+from engine.op import Function
 from engine.nn import functional as F
 from engine.op_log import DATA_WAIT, OP_LOG_STRIDE, OPTIMIZER_STEP, STEP_END, OpLog
 from tiny_training import train_tiny

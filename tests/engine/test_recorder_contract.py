@@ -10,7 +10,7 @@ import pytest
 
 import engine
 from engine import autograd, hooks, memory
-from engine.function import Function
+from engine.op import Function
 from engine.nn import functional as F
 from engine.optim.optimizer import Optimizer
 

@@ -7,7 +7,7 @@ import pytest
 
 import engine
 from engine import hooks, memory
-from engine.function import Function
+from engine.op import Function
 
 
 class _UserScale(Function):

@@ -141,6 +141,8 @@ class Function:
             self.xp = _op_array_module(name, arrays, module)
         if _memory.limit_set:
             self._check_room(arrays)
+        tracer = _trace.active
+        attrs = tracer.attrs_of(self) if tracer is not None else ()
         if _hooks.op_begin:
             _hooks.emit(_hooks.op_begin, name, module, arrays)
         start_ns = _now()
@@ -151,6 +153,8 @@ class Function:
         if type(out) is not np.ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
             out = np.asarray(out)
         result = self._wrap(out, inputs, needs_grad)
+        if tracer is not None:
+            tracer.record_op(self, inputs, result, attrs)
         # NOTE: the loops are written out here and in autograd._call_backward, not in a helper: a call per op less
         outputs = (out,)
         for record in _hooks.op:
@@ -166,6 +170,7 @@ class Function:
 
 
 _PropagatingError = _hooks.PropagatingError
+from engine.graph import trace as _trace  # noqa: E402  (the tracer builds on Function and Tensor)
 
 
 def _debug_check(op: str, out: Any) -> None:

@@ -1,0 +1,99 @@
+"""Elementwise fusion: a chain of elementwise nodes (each feeding only the next, all of one shape and dtype) becomes
+one node that allocates its output once and evaluates every step into it with ``out=`` (NumPy ufuncs, so the bits
+are those of the unfused ops). Members whose backward reads arrays saved by forward (Mul, Div with a gradient) are
+not fused; Add/Sub/Neg keep their (static) saved shapes. ``cuda_source`` gives the CUDA C of a chain for a CuPy
+``ElementwiseKernel``."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.graph.ir import Graph, Node, record_pass
+
+_C_OPS = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})", "true_divide": "({0} / {1})",
+          "negative": "(-{0})"}
+
+
+def _fusible(node: Node, read_by_backward: set[str]) -> bool:
+    if node.ufunc is None or node.kind not in ("forward", "accumulate") or len(node.outputs) != 1:
+        return False
+    return node.kind == "accumulate" or node.op in ("Add", "Sub", "Neg") or node.id not in read_by_backward
+
+
+def elementwise_fusion(graph: Graph) -> Graph:
+    before = len(graph.nodes)
+    read_by_backward = {n.ctx for n in graph.nodes if n.ctx is not None}
+    users = graph.consumers()
+    outputs = set(graph.outputs)
+    groups: dict[str, list[Node]] = {}  # id of a chain's last node -> the chain
+    for node in graph.nodes:
+        if not _fusible(node, read_by_backward):
+            continue
+        chain = None
+        for v in node.inputs:
+            tail = groups.get(v)
+            if (tail is not None and len(users.get(v, [])) == 1 and v not in outputs
+                    and tail[-1].shapes[0] == node.shapes[0] and tail[-1].dtypes[0] == node.dtypes[0]):
+                chain = groups.pop(v)
+                break
+        groups[node.outputs[0]] = (chain or []) + [node]
+    merged, removed, replaced = [], [], {}
+    for count, chain in enumerate(c for c in groups.values() if len(c) > 1):
+        fused = _fuse(chain, f"f{count + 1}")
+        replaced[chain[-1].id] = fused
+        removed.extend(n.id for n in chain[:-1])
+        merged.append({"into": fused.id, "from": [n.id for n in chain]})
+    dropped = set(removed)
+    graph.nodes = [replaced.get(n.id, n) for n in graph.nodes if n.id not in dropped]
+    return record_pass(graph, "elementwise_fusion", before, removed, merged)
+
+
+def _fuse(chain: list[Node], fid: str) -> Node:
+    inputs: list[str] = []
+    steps: list[tuple[Any, list[int]]] = []
+    previous = None
+    for node in chain:
+        sources = []
+        for v in node.inputs:
+            if v == previous:
+                sources.append(-1)
+            else:
+                if v not in inputs:
+                    inputs.append(v)
+                sources.append(inputs.index(v))
+        steps.append((node.ufunc[0], sources))
+        previous = node.outputs[0]
+    last = chain[-1]
+    ops = [n.op for n in chain]
+    node = Node(fid, "Fused[" + "+".join(ops) + "]", "fused", _fused_run(steps, last.shapes[0], last.dtypes[0]),
+                inputs, [last.outputs[0]], [last.shapes[0]], [last.dtypes[0]], last.module, last.phase,
+                fused_from=[n.id for n in chain], fused_ops=ops, category=last.category)
+    node.steps = steps  # type: ignore[attr-defined]
+    return node
+
+
+def _fused_run(steps: list[tuple[Any, list[int]]], shape: tuple[int, ...], dtype: str) -> Any:
+    dtype = np.dtype(dtype)
+
+    def run(*arrays: Any) -> Any:
+        out = np.empty(shape, dtype) if type(arrays[0]) is np.ndarray else _device_empty(arrays[0], shape, dtype)
+        for ufunc, sources in steps:
+            ufunc(*[out if s < 0 else arrays[s] for s in sources], out=out)
+        return out
+    return run
+
+
+def _device_empty(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    from engine.backend import get_array_module
+    return get_array_module(like).empty(shape, dtype)
+
+
+def cuda_source(steps: list[tuple[Any, list[int]]], n_inputs: int) -> tuple[str, str, str]:
+    """(in_params, out_params, operation) of a CuPy ElementwiseKernel computing the fused chain in one launch."""
+    expr = ""
+    for ufunc, sources in steps:
+        args = [expr if s < 0 else f"x{s}" for s in sources]
+        expr = _C_OPS[ufunc.__name__].format(*args)
+    in_params = ", ".join(f"T x{i}" for i in range(n_inputs))
+    return in_params, "T y", f"y = {expr}"
