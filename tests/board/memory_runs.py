@@ -28,7 +28,7 @@ def write_memory_runs(logdir: Path) -> None:
     for name, leak, limit in (("leaky", "hook", None), ("oom", "", OOM_LIMIT_BYTES), ("healthy", "", None)):
         hooks.reset_step(0)
         with SummaryWriter(logdir / name) as writer:
-            tracker = MemoryTracker(writer)
+            tracker = MemoryTracker(writer, every=1)  # every step logged: the views below count them
             sampler = SystemSampler(writer, nvml=fake_pynvml(gpus=2), start=False, stall_flush_s=1e9)
             memory.set_limit(limit)
             try:
