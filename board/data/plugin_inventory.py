@@ -12,8 +12,9 @@ from instrumentation.format.confined import open_regular
 # Plugins whose event-file data a page of this board draws.
 SHOWN_EVENT_PLUGINS = frozenset({metadata.SCALARS_PLUGIN, metadata.HISTOGRAMS_PLUGIN, metadata.TEXT_PLUGIN,
                                  metadata.IMAGES_PLUGIN, metadata.PR_CURVES_PLUGIN, metadata.HPARAMS_PLUGIN})
-# `<run>/plugins/<name>/` folders that a page of this board reads (LOGFORMAT.md).
-SHOWN_FILE_PLUGINS = frozenset({"profile", "memory", "alerts", "graph"})
+# `<run>/plugins/<name>/` folders that a page of this board reads (LOGFORMAT.md; "system": the System page's NVML note
+# from `instrumentation.format.system_status`).
+SHOWN_FILE_PLUGINS = frozenset({"profile", "memory", "alerts", "graph", "system"})
 MAX_PROJECTOR_CONFIG_BYTES = 1 << 20
 _TENSOR_NAME = re.compile(rb'^\s*tensor_name:\s*"((?:[^"\\]|\\.)*)"', re.MULTILINE)
 
