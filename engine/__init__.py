@@ -14,9 +14,9 @@ from engine.random import manual_seed
 from engine import data, datasets
 from engine import nn, optim
 from engine.serialization import load, save
-from engine.training import History, fit
+from engine.training import History, StopTraining, fit
 
 __version__ = "0.1.0"
 
-__all__ = ["Device", "Function", "History", "NonFiniteError", "OutOfMemoryError", "Tensor", "__version__", "concat", "config", "cuda", "data", "datasets", "device", "enable_grad", "fit", "grad",
+__all__ = ["Device", "Function", "History", "NonFiniteError", "OutOfMemoryError", "StopTraining", "Tensor", "__version__", "concat", "config", "cuda", "data", "datasets", "device", "enable_grad", "fit", "grad",
            "hooks", "is_grad_enabled", "load", "manual_seed", "memory", "memory_recording", "nn", "no_grad", "op_log", "optim", "save", "stack", "tensor", "where"]

@@ -6,7 +6,6 @@ import time
 
 import engine
 from engine.nn import functional as F
-from engine.training import StopTraining
 from instrumentation.demo.common import ValidationLogger, digits, fresh_run_dir, instrumented, start_run
 from instrumentation.demo.runs import _mlp
 
@@ -21,7 +20,7 @@ class Deadline:
 
     def on_step_end(self, state: object) -> None:
         if self.end is not None and time.monotonic() >= self.end:
-            raise StopTraining
+            raise engine.StopTraining
 
 
 def train_live(logdir: str, seed: int, seconds: float) -> int:

@@ -11,7 +11,6 @@ import numpy as np
 import engine
 from engine import nn
 from engine.nn import functional as F
-from engine.training import StopTraining
 from instrumentation.demo import media
 from instrumentation.demo.common import (EpochSchedule, ValidationLogger, accuracy, digits, instrumented,
                                          start_run)
@@ -76,7 +75,7 @@ class StopWhenDiverged:
         if self.diverged_at is None and (not math.isfinite(loss) or loss > self.factor * self.first):
             self.diverged_at = step
         if self.diverged_at is not None and step >= self.diverged_at + self.after:
-            raise StopTraining
+            raise engine.StopTraining
 
 
 def lr_explodes(run_dir: str, seed: int, epochs: int = 3) -> str:
@@ -292,8 +291,8 @@ RUNS = (
             nan_origin),
     DemoRun("input-bound", "a pure-Python augmentation in map(): steps wait for their batches",
             (kinds.INPUT_BOUND,), input_bound),
-    DemoRun("leak", "every step's logits kept in a list", (kinds.LEAK,), leak),
-    DemoRun("oom", "a batch size that doubles each epoch under a 3 MiB engine memory limit", (kinds.OOM,),
+    DemoRun("logits-leak", "every step's logits kept in a list", (kinds.LEAK,), leak),
+    DemoRun("out-of-memory", "a batch size that doubles each epoch under a 3 MiB engine memory limit", (kinds.OOM,),
             out_of_memory),
     DemoRun("hparams-media", "hyperparameters, a markdown report, misclassified digits, PR curves", (), media_run),
 )

@@ -18,7 +18,7 @@ TIMEOUT_MS = 60_000
 
 def test_capture_on_a_finished_run_says_no_process_is_listening(page: Page, tmp_path: Path, serve_board) -> None:
     logdir = tmp_path / "logs"
-    (leak,) = [run for run in RUNS if run.name == "leak"]
+    (leak,) = [run for run in RUNS if run.name == "logits-leak"]
     run_dir, _ = train_run(leak, str(logdir), seed=0)
     board = serve_board(logdir)
     errors: list[str] = []
@@ -26,7 +26,7 @@ def test_capture_on_a_finished_run_says_no_process_is_listening(page: Page, tmp_
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(board.url + "/profile")
     status = page.locator("#profile-capture-status")
-    said = ("cannot capture leak: no training process is listening to this run: it has finished, or it trains "
+    said = ("cannot capture logits-leak: no training process is listening to this run: it has finished, or it trains "
             "without on-demand capture (watch(..., capture_requests=True) or profile(..., on_demand=True))")
     expect(status).to_have_text(said)  # before any click: the poll reads the run's listener file
     with page.expect_response(lambda response: "_dash-update-component" in response.url
@@ -39,7 +39,7 @@ def test_capture_on_a_finished_run_says_no_process_is_listening(page: Page, tmp_
     page.screenshot(path=str(tmp_path / "capture-finished.png"), full_page=True)
 
     fmt.write_capture_request(run_dir, 4)  # left by an older board, say: the page does not wait for it in silence
-    expect(status).to_have_text("requested 4 steps of leak, but no training process is listening to this run: it "
+    expect(status).to_have_text("requested 4 steps of logits-leak, but no training process is listening to this run: it "
                                 "has finished, or it trains without on-demand capture (watch(..., "
                                 "capture_requests=True) or profile(..., on_demand=True))")
     assert errors == []

@@ -28,7 +28,7 @@ def demo_logdir(logdir: Path, names: tuple[str, ...]) -> Path:
 
 def test_runs_page_summarises_alerts_per_run_with_links_to_their_evidence(page: Page, tmp_path: Path,
                                                                           serve_board) -> None:
-    logdir = demo_logdir(tmp_path / "logs", ("lr-explodes", "leak", "nan-origin"))
+    logdir = demo_logdir(tmp_path / "logs", ("lr-explodes", "logits-leak", "nan-origin"))
     board = serve_board(logdir)
     errors: list[str] = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
@@ -59,9 +59,9 @@ def test_runs_page_summarises_alerts_per_run_with_links_to_their_evidence(page: 
     expect(page.locator("#dynamics-alerts")).to_contain_text("Div in module 'standardize'")
 
     page.goto(board.url + "/")
-    leak = page.locator(".runs-alert-row[data-run='leak'] .fs-alert-link")
+    leak = page.locator(".runs-alert-row[data-run='logits-leak'] .fs-alert-link")
     expect(leak).to_have_text("leak · step 39")
     leak.click()  # a memory alert: its snapshot on the Memory page
-    expect(page).to_have_url(re.compile(r"/memory\?run=leak&snapshot=\d{4}_\d{2}_\d{2}_"))
+    expect(page).to_have_url(re.compile(r"/memory\?run=logits-leak&snapshot=\d{4}_\d{2}_\d{2}_"))
     expect(page.locator("#memory-alerts")).to_contain_text("runs.py")
     assert errors == []

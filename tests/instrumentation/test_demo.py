@@ -52,14 +52,14 @@ def test_each_run_raises_exactly_the_alerts_it_is_built_to_raise(run, tmp_path: 
 
 def test_the_command_line_trains_the_chosen_runs_and_replaces_only_its_own(tmp_path: Path, capsys) -> None:
     logdir = tmp_path / "logs"
-    assert main(["--logdir", str(logdir), "--runs", "leak"]) == 0
+    assert main(["--logdir", str(logdir), "--runs", "logits-leak"]) == 0
     out = capsys.readouterr().out
-    assert "leak" in out and "alerts: leak" in out
-    assert (logdir / "leak" / MARKER).is_file()
-    first = sorted(p.name for p in (logdir / "leak").glob("events.out.tfevents.*"))
-    assert main(["--logdir", str(logdir), "--runs", "leak"]) == 0  # a second demo replaces its run
-    assert sorted(p.name for p in (logdir / "leak").glob("events.out.tfevents.*")) != first
-    assert len(list((logdir / "leak").glob("events.out.tfevents.*"))) == 1
+    assert "logits-leak" in out and "alerts: leak" in out
+    assert (logdir / "logits-leak" / MARKER).is_file()
+    first = sorted(p.name for p in (logdir / "logits-leak").glob("events.out.tfevents.*"))
+    assert main(["--logdir", str(logdir), "--runs", "logits-leak"]) == 0  # a second demo replaces its run
+    assert sorted(p.name for p in (logdir / "logits-leak").glob("events.out.tfevents.*")) != first
+    assert len(list((logdir / "logits-leak").glob("events.out.tfevents.*"))) == 1
     (logdir / "dead-relu").mkdir()  # a directory the demo did not write is never replaced
     with pytest.raises(FileExistsError, match="dead-relu"):
         main(["--logdir", str(logdir), "--runs", "dead-relu"])
