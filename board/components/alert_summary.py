@@ -47,4 +47,4 @@ def alert_summary(summaries: dict[str, list[KindSummary]], problems: dict[str, s
         html.H3("Alerts"),
         html.Div([headline, " · each badge opens the page and step that explain it · ",
                   dcc.Link("every alert", href="/alerts")], className="fs-muted"),
-        html.Table(html.Tbody(rows), className="fs-table fs-alert-summary")])
+        html.Table(html.Tbody(rows), className="fs-alert-summary")])

@@ -45,7 +45,7 @@ def test_runs_page_summarises_alerts_per_run_with_links_to_their_evidence(page: 
     expect(summary.locator(".runs-alert-row[data-run='quiet']")).to_contain_text("no alerts")
     # the summary comes before the runs table
     assert page.evaluate("() => document.querySelector('#runs-alerts').compareDocumentPosition("
-                         "document.querySelector('#runs-content table.fs-table:not(.fs-alert-summary)')) & 4")
+                         "document.querySelector('#runs-content table.fs-table')) & 4")
     page.screenshot(path=str(tmp_path / "runs-alerts.png"), full_page=True)
 
     row.nth(1).click()  # a training alert: the run and step on the Dynamics page
