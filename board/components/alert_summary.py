@@ -34,7 +34,7 @@ def alert_summary(summaries: dict[str, list[KindSummary]], problems: dict[str, s
         elif run in problems:
             found = [html.Span(f"⚠ alerts not read: {problems[run]}", className="fs-muted")]
         else:
-            found = [html.Span("no alerts", className="fs-badge fs-badge-ok")]
+            found = [html.Span("no alerts", className="fs-badge fs-alert-none")]
         rows.append(html.Tr([
             html.Td([html.Span("●", style={"color": run_color(run)}), " ", run], className="fs-run-name",
                     style={"width": "1%", "whiteSpace": "nowrap"}),
