@@ -4,7 +4,6 @@ from __future__ import annotations
 import gc
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -111,7 +110,3 @@ def accuracy(model: Any, x: np.ndarray, y: np.ndarray) -> float:
             return float((model(engine.tensor(x)).numpy().argmax(axis=1) == y).mean())
     finally:
         model.train()
-
-
-def stamp() -> str:
-    return time.strftime("%H:%M:%S")

@@ -2,38 +2,40 @@
 its Capture button (the run answers capture requests while it trains)."""
 from __future__ import annotations
 
+import threading
 import time
 
 import engine
 from engine.nn import functional as F
 from instrumentation.demo.common import ValidationLogger, digits, fresh_run_dir, instrumented, start_run
-from instrumentation.demo.runs import _mlp
+from instrumentation.demo.runs import mlp
 
 LIVE_RUN = "live"
 
 
 class Deadline:
-    """Ends ``engine.fit`` at the first step end after ``seconds`` (0: never)."""
+    """Ends ``engine.fit`` at the first step end after ``seconds`` (0: never) or once ``stop`` is set."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, stop: threading.Event | None = None) -> None:
         self.end = time.monotonic() + seconds if seconds > 0 else None
+        self.stop = stop
 
     def on_step_end(self, state: object) -> None:
-        if self.end is not None and time.monotonic() >= self.end:
+        if (self.end is not None and time.monotonic() >= self.end) or (self.stop is not None and self.stop.is_set()):
             raise engine.StopTraining
 
 
-def train_live(logdir: str, seed: int, seconds: float) -> int:
+def train_live(logdir: str, seed: int, seconds: float, stop: threading.Event | None = None) -> int:
     run_dir = fresh_run_dir(logdir, LIVE_RUN)
     start_run(seed)
-    data, model = digits(seed), _mlp()
+    data, model = digits(seed), mlp()
     optimizer = engine.optim.Adam(model.parameters(), lr=1e-3)
     print(f"demo: training {run_dir} " + (f"for {seconds:g} s" if seconds > 0 else "until Ctrl-C")
           + "; press Capture on the board's Profile page to record its next steps", flush=True)
     with instrumented(run_dir, model, seed) as (writer, handle):
         try:
             engine.fit(model, F.cross_entropy, optimizer, data.train(seed=seed), 10**6, val_data=data.test(),
-                       callbacks=(handle, ValidationLogger(writer), Deadline(seconds)), verbose=False)
+                       callbacks=(handle, ValidationLogger(writer), Deadline(seconds, stop)), verbose=False)
         except KeyboardInterrupt:
             pass
     print(f"demo: {run_dir} stopped at step {engine.hooks.current_step()}", flush=True)

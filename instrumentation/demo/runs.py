@@ -31,7 +31,7 @@ class DemoRun:
     train: Callable[[str, int], str]
 
 
-def _mlp(hidden: int = 128) -> nn.Module:
+def mlp(hidden: int = 128) -> nn.Module:
     return nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
 
 
@@ -83,7 +83,7 @@ def lr_explodes(run_dir: str, seed: int, epochs: int = 3) -> str:
     was meant): the next update is larger than the weights it changes (‖Δw‖/‖w‖ > 1) and the loss leaves its
     median; training is stopped once the loss has diverged."""
     start_run(seed)
-    data, model = digits(seed), _mlp()
+    data, model = digits(seed), mlp()
     optimizer = engine.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     scheduler = engine.optim.StepLR(optimizer, step_size=1, gamma=100.0)
     with instrumented(run_dir, model, seed) as (writer, handle):
@@ -185,7 +185,7 @@ def input_bound(run_dir: str, seed: int, epochs: int = 1) -> str:
     """A pure-Python augmentation in ``map()`` on the training thread: each step waits longer for its batch than
     it computes. The profiler's input-bound check sees it; a capture covers the steps of its alert."""
     start_run(seed)
-    data, model = digits(seed), _mlp()
+    data, model = digits(seed), mlp()
     train = (engine.data.Dataset.from_tensor_slices((data.x_train, data.y_train)).shuffle(len(data.x_train), seed=seed)
              .map(jitter).batch(32).take(INPUT_BOUND_STEPS))
     optimizer = engine.optim.Adam(model.parameters(), lr=3e-3)
@@ -201,7 +201,7 @@ def leak(run_dir: str, seed: int, epochs: int = 2) -> str:
     """A hand-written loop that keeps every batch's logits (the Tensor, not ``.numpy().argmax(1)``) for a confusion
     matrix at the end: live memory grows by one activation per step, and the memory tracker names the line."""
     start_run(seed)
-    data, model = digits(seed), _mlp()
+    data, model = digits(seed), mlp()
     optimizer = engine.optim.Adam(model.parameters(), lr=3e-3)
     outputs, labels = [], []
     with instrumented(run_dir, model, seed, memory_stacks=True) as (writer, handle):

@@ -66,3 +66,36 @@ def test_the_command_line_trains_the_chosen_runs_and_replaces_only_its_own(tmp_p
     with pytest.raises(SystemExit):
         main(["--logdir", str(logdir), "--runs", "nope"])
     assert "unknown demo run(s) nope" in capsys.readouterr().err
+
+
+def test_a_live_demo_run_answers_the_boards_capture_request(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from board.data.profile_captures import not_listening_reason, request_capture
+    from instrumentation.demo.live import LIVE_RUN, train_live
+    from instrumentation.format import trace as fmt
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    stop = threading.Event()
+    trainer = threading.Thread(target=train_live, args=(str(logdir), 0, 300.0, stop))
+    trainer.start()
+    run_dir = logdir / LIVE_RUN
+    try:
+        for _ in range(600):  # bounded: until the run announces its listener
+            if run_dir.is_dir() and not_listening_reason(run_dir, logdir) is None:
+                break
+            time.sleep(0.1)
+        request_capture({LIVE_RUN: run_dir}, LIVE_RUN, 3, True, logdir)
+        for _ in range(1200):  # bounded: until the capture is written
+            status = fmt.read_capture_status(run_dir)
+            if status.state in ("done", "failed"):
+                break
+            time.sleep(0.1)
+        assert status.state == "done", status
+        assert list((run_dir / "plugins" / "profile" / status.capture_id).glob("*.trace.json.gz"))
+    finally:
+        stop.set()
+        trainer.join(300)
+    assert not_listening_reason(run_dir, logdir) is not None  # finished: nobody listens any more
