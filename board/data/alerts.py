@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from board.data.store import LogdirStore
@@ -72,6 +73,33 @@ class AlertIndex:
             return sorted({alert.kind for alerts in self._alerts.values() for alert in alerts})
 
 
+SEVERITY_RANK = {severity: index for index, severity in enumerate(SEVERITIES)}  # info < warning < error
+
+
+@dataclass(frozen=True, slots=True)
+class KindSummary:
+    """One kind of alert in one run: how many, the worst severity and the first one (where to look)."""
+
+    kind: str
+    count: int
+    severity: str
+    first: RunAlert
+
+
+def summarize(items: list[RunAlert], runs: list[str]) -> dict[str, list[KindSummary]]:
+    """Run → its alert kinds in the order first raised (``items`` oldest step first, as ``AlertIndex.alerts``
+    gives them); every run of ``runs`` is a key, a run without alerts maps to []."""
+    by_run: dict[str, dict[str, list[RunAlert]]] = {run: {} for run in runs}
+    for item in items:
+        by_run.setdefault(item.run, {}).setdefault(item.alert.kind, []).append(item)
+    return {run: [KindSummary(kind, len(found), _worst(item.alert.severity for item in found), found[0])
+                  for kind, found in kinds.items()] for run, kinds in by_run.items()}
+
+
+def _worst(severities: Iterable[str]) -> str:
+    return max(severities, key=lambda severity: SEVERITY_RANK.get(severity, -1))
+
+
 _indexes: weakref.WeakKeyDictionary[LogdirStore, AlertIndex] = weakref.WeakKeyDictionary()
 _indexes_lock = threading.Lock()
 
@@ -85,4 +113,4 @@ def alert_index(store: LogdirStore) -> AlertIndex:
         return index
 
 
-__all__ = ["SEVERITIES", "AlertFilter", "AlertIndex", "RunAlert", "alert_index"]
+__all__ = ["SEVERITIES", "AlertFilter", "AlertIndex", "SEVERITY_RANK", "KindSummary", "RunAlert", "alert_index", "summarize"]

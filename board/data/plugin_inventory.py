@@ -21,8 +21,10 @@ def _graph_page_tag(tag: str) -> bool:
 
 # Plugins of which a page draws only some tags.
 SHOWN_EVENT_TAGS = {metadata.GRAPHS_PLUGIN: _graph_page_tag}
-# `<run>/plugins/<name>/` folders that a page of this board reads (LOGFORMAT.md).
-SHOWN_FILE_PLUGINS = frozenset({"profile", "memory", "alerts", "graph"})
+# `<run>/plugins/<name>/` folders that a page of this board reads (LOGFORMAT.md; "system": the System page's NVML note
+# from `instrumentation.format.system_status`).
+SHOWN_FILE_PLUGINS = frozenset({"profile", "memory", "alerts", "graph", "system"})
+
 MAX_PROJECTOR_CONFIG_BYTES = 1 << 20
 _TENSOR_NAME = re.compile(rb'^\s*tensor_name:\s*"((?:[^"\\]|\\.)*)"', re.MULTILINE)
 

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import stat as stat_module
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,10 +14,12 @@ from pathlib import Path
 from board.data.discovery import ROOT_RUN
 from instrumentation.format import trace as fmt
 from instrumentation.format import trace_sidecar
+from instrumentation.format.capture_listener import read_listener
 from instrumentation.format.confined import read_regular
 from instrumentation.format.trace_columns import TraceColumns, columns_from_trace
 
 CACHED_TRACES = 4
+STALE_HEARTBEAT_S = 300.0  # a listener on another host not heard from for this long is taken for gone
 log = logging.getLogger(__name__)
 
 
@@ -120,16 +124,58 @@ class CaptureRequestsDisabled(PermissionError):
     """The board may not write into the log directory (``--read-only``, or no token on a non-loopback host)."""
 
 
+class NotListening(RuntimeError):
+    """No training process answers the run's capture requests (the run finished, or never listened)."""
+
+
+def not_listening_reason(run_dir: Path, logdir: Path, now: float | None = None) -> str | None:
+    """Why no process would take a capture request of ``run_dir`` now, or None when one is listening (or the
+    listener file cannot be read: then the request is written and its state followed as usual)."""
+    try:
+        listener = read_listener(run_dir, logdir)
+    except (OSError, ValueError) as error:
+        log.warning("cannot read the capture listener of %s: %s", run_dir, error)
+        return None
+    if listener is None:
+        return ("no training process is listening to this run: it has finished, or it trains without on-demand "
+                "capture (watch(..., capture_requests=True) or profile(..., on_demand=True))")
+    if listener.host == socket.gethostname():
+        if _same_process(listener.pid, listener.started_at):
+            return None
+        return (f"its training process (pid {listener.pid}) has ended without closing its capture listener "
+                "(killed or crashed)")
+    age_s = (time.time() if now is None else now) - listener.heartbeat
+    if age_s <= STALE_HEARTBEAT_S:
+        return None
+    return (f"its training process (pid {listener.pid} on {listener.host}) last checked for requests "
+            f"{age_s / 60:.0f} min ago: it has ended")
+
+
+def _same_process(pid: int, started_at: float) -> bool:
+    """Whether ``pid`` is alive and began no later than ``started_at`` (not a later process given the same pid)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time() <= started_at + 1.0
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except psutil.Error:  # alive but not ours to inspect
+        return True
+
+
 def request_capture(run_dirs: dict[str, Path], run: str, steps: int, allowed: bool, logdir: Path
                     ) -> fmt.CaptureRequest:
     """The Capture button: ask the process writing ``run`` for ``steps`` steps.
 
     ``run`` is looked up among the known run directories (never joined onto a path); the only file written is
     ``<run>/plugins/profile/capture_request.json`` (see ``instrumentation.format.trace``), never through a link
-    leading outside ``logdir``."""
+    leading outside ``logdir``. Raises ``NotListening`` (and writes nothing) when no process listens to the run."""
     if not allowed:
         raise CaptureRequestsDisabled("this board is read-only: capture requests are disabled")
     run_dir = run_dirs.get(run)
     if run_dir is None:
         raise KeyError(f"unknown run {run!r}")
+    reason = not_listening_reason(run_dir, logdir)
+    if reason is not None:
+        raise NotListening(f"{run}: {reason}")
     return fmt.write_capture_request(run_dir, int(steps), root=logdir)

@@ -11,7 +11,8 @@ from board.context import board_context
 from board.data.discovery import discover_runs
 from board.data.overhead import observer_costs, overhead_runs
 from board.data.profile import StepBreakdown, Timeline, step_breakdown, step_timeline, top_ops
-from board.data.profile_captures import Capture, CaptureRequestsDisabled, TraceCache, find_captures, request_capture
+from board.data.profile_captures import (Capture, CaptureRequestsDisabled, NotListening, TraceCache, find_captures,
+                                         not_listening_reason, request_capture)
 from instrumentation.format import trace as fmt
 from instrumentation.format.trace_columns import TraceColumns
 from instrumentation.format.units import format_bytes
@@ -204,10 +205,15 @@ def register_callbacks(app: Dash) -> None:
             try:
                 request = request_capture(run_dirs, run, int(steps or 0), context.config.allows_capture_requests,
                                           context.store.logdir)
+            except NotListening as error:  # the same line the poll shows (below)
+                return f"cannot capture {error}"
             except (ValueError, KeyError, OSError, CaptureRequestsDisabled) as error:
                 return f"capture request failed: {error}"
             return f"requested {request.steps} steps of {run}; waiting for the training process…"
         status = fmt.read_capture_status(run_dirs[run], root=context.store.logdir)
+        if status.state in ("none", "pending") and (reason := not_listening_reason(run_dirs[run], context.store.logdir)):
+            return f"requested {status.steps} steps of {run}, but {reason}" if status.state == "pending" else \
+                f"cannot capture {run}: {reason}"
         return {"none": "", "pending": f"requested {status.steps} steps of {run}; waiting for the training process…",
                 "running": f"{run} is recording {status.steps} steps…",
                 "done": f"capture {status.capture_id} of {run} is ready",

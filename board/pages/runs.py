@@ -1,13 +1,16 @@
-"""Runs overview: every run with its last step, last update, tags, size on disk and warnings."""
+"""Runs overview: each run's alerts first (linked to what explains them), then every run with its last step, last
+update, tags, size on disk and warnings."""
 from __future__ import annotations
 
 import dash
 from dash import Dash, Input, Output, dcc, html
 
+from board.components.alert_summary import alert_summary
 from board.components.empty_state import empty_state
 from board.components.plugin_notice import plugin_notice
 from board.components.runs_table import runs_table
 from board.context import board_context
+from board.data.alerts import alert_index, summarize
 from board.data.plugin_inventory import plugin_uses
 
 dash.register_page(__name__, path="/", name="Runs", order=0, title="flowscope · runs")
@@ -28,7 +31,11 @@ def _content() -> html.Div | html.Table:
     empty = empty_state(store, "runs")
     if empty is not None:
         return empty
-    return html.Div([plugin_notice(plugin_uses(store)) or html.Div(), runs_table(store.runs())])
+    runs = store.runs()
+    index = alert_index(store)
+    summaries = summarize(index.alerts(), [summary.name for summary in runs])
+    return html.Div([alert_summary(summaries, index.problems()), plugin_notice(plugin_uses(store)) or html.Div(),
+                     runs_table(runs)])
 
 
 def register_callbacks(app: Dash) -> None:

@@ -12,13 +12,14 @@ from engine.data import frame_site
 _ENGINE_DIR = os.path.dirname(os.path.abspath(engine.__file__)) + os.sep
 _INSTRUMENTATION_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _INTERNAL_PREFIXES = (_ENGINE_DIR, _INSTRUMENTATION_DIR)
+_DEMO_DIR = os.path.join(_INSTRUMENTATION_DIR, "demo") + os.sep  # the demo's training code plays the user's part
 _getframe = sys._getframe
 
 
 class StackRecorder:
     """``capture()`` returns an interned tuple of up to ``depth`` user frames, innermost first.
 
-    Frames whose file lies under ``engine/`` or ``instrumentation/`` are skipped (so a leak points at the user's
+    Frames whose file lies under ``engine/`` or ``instrumentation/`` (but not ``instrumentation/demo/``) are skipped (so a leak points at the user's
     line, not at ``Linear.forward``). Per file name the internal/user decision is cached; per sequence of
     (code, last instruction) the formatted tuple is cached, so steady-state training reads no line numbers (a
     frame's ``f_lineno`` decodes the line table) and formats no strings. Internal frames are recognised by their
@@ -97,4 +98,4 @@ def _capturer(recorder: StackRecorder) -> Callable[[int], tuple[str, ...]]:
 
 def is_internal(filename: str) -> bool:
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
-    return path.startswith(_INTERNAL_PREFIXES) or filename.startswith("<frozen ")
+    return (path.startswith(_INTERNAL_PREFIXES) and not path.startswith(_DEMO_DIR)) or filename.startswith("<frozen ")

@@ -9,11 +9,14 @@ from typing import Any, Callable
 
 from engine import hooks
 from instrumentation.format import trace as fmt
+from instrumentation.format.capture_listener import listener_path, write_listener
 from instrumentation.profiler.export import build_trace, write_capture
 from instrumentation.profiler.recorder import Recorder
 from instrumentation.profiler.spans import add_sink, remove_sink
 
 DEFAULT_CHECK_INTERVAL_MS = 1000.0
+_listening: dict[str, int] = {}  # run directory -> OnDemandCaptures of this process started on it
+_listening_lock = threading.Lock()
 
 
 class OnDemandCapture:
@@ -25,7 +28,9 @@ class OnDemandCapture:
     samples) calls ``check()`` there instead of ``start()``: nothing at the other steps, and a claimed request
     subscribes the capture to ``step_end`` until its steps are recorded. A request is claimed by renaming it (``capture_request.running.json``), the next
     ``steps`` steps are recorded, the trace is written from a background thread and the outcome file
-    (``capture_request.done.json``) names the capture id."""
+    (``capture_request.done.json``) names the capture id. While started, the run's ``capture_listener.json`` names
+    this process (its modification time, refreshed at each check, is the heartbeat), so that the board can tell a
+    finished run from a live one before it asks."""
 
     def __init__(self, run_dir: str | os.PathLike[str], check_interval_ms: float = DEFAULT_CHECK_INTERVAL_MS,
                  record_shapes: bool = True, profile_memory: bool = True,
@@ -37,6 +42,7 @@ class OnDemandCapture:
         self.captures: list[str] = []  # trace paths written so far
         self.last_trace: dict[str, Any] | None = None
         self._request_path = fmt.request_path(self.run_dir)
+        self._listener_path = listener_path(self.run_dir)
         self._next_check_ns = 0
         self._recorder: Recorder | None = None
         self._steps_recorded = 0  # step boundaries since the capture started
@@ -52,13 +58,33 @@ class OnDemandCapture:
         if not self._subscribed:
             hooks.add_recorder(self)
             self._subscribed = True
+            self._listen(+1)
         return self
+
+    def _listen(self, change: int) -> None:
+        """Count this process's listeners on the run; the first writes the listener file, the last removes it."""
+        with _listening_lock:
+            key = os.path.abspath(self.run_dir)
+            count = _listening[key] = _listening.get(key, 0) + change
+            if count <= 0:
+                _listening.pop(key, None)
+            try:
+                if change > 0 and count == 1:
+                    write_listener(self.run_dir)
+                elif count <= 0:
+                    os.remove(listener_path(self.run_dir))
+            except FileNotFoundError:
+                pass
+            except Exception as error:  # noqa: BLE001 - a capture must never break training
+                self._report(f"cannot {'write' if change > 0 else 'remove'} the listener file ({type(error).__name__}:"
+                             f" {error})")
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Stop watching; a capture in progress is written with the steps it has; waits for pending writes."""
         if self._subscribed:
             hooks.remove_recorder(self)
             self._subscribed = False
+            self._listen(-1)
         if self._recorder is not None:
             self._finish()
         for writer in self._writers:
@@ -105,9 +131,19 @@ class OnDemandCapture:
             return
         self._next_check_ns = now + self.check_interval_ns
         try:
+            self._heartbeat()
+        except Exception as error:  # noqa: BLE001 - a capture must never break training
+            self._report(f"cannot refresh the listener file ({type(error).__name__}: {error})")
+        try:
             self._check()
         except Exception as error:  # noqa: BLE001 - a capture must never break training
             self._report(f"capture request check failed ({type(error).__name__}: {error})")
+
+    def _heartbeat(self) -> None:
+        try:
+            os.utime(self._listener_path)
+        except FileNotFoundError:  # removed under us (by hand, or by a process that wrote this run before)
+            write_listener(self.run_dir)
 
     def _check(self) -> None:
         if not os.path.exists(self._request_path):

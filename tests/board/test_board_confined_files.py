@@ -19,6 +19,7 @@ from board.data.store import LogdirStore
 from board_helpers import write_scalars
 from instrumentation.format import trace as fmt
 from instrumentation.format.alerts import ALERTS_RELPATH, Alert, AlertWriter
+from instrumentation.format.capture_listener import write_listener
 from instrumentation.format.confined import RefusedFile, open_regular, write_atomic
 from instrumentation.format.memory_snapshot import AllocatorState, MemorySnapshot, write_snapshot
 
@@ -171,6 +172,7 @@ def test_a_link_at_the_request_name_is_replaced_not_written_through(tmp_path: Pa
     (run_dir / "plugins" / "profile").mkdir(parents=True)
     link = run_dir / "plugins" / "profile" / fmt.CAPTURE_REQUEST_NAME
     link.symlink_to(target)
+    write_listener(run_dir)  # a training process listens (this one)
     request = request_capture({"run": run_dir}, "run", 3, True, store.logdir)
     assert target.read_text() == "keep me"
     assert not link.is_symlink() and fmt.read_capture_status(run_dir, root=store.logdir).request_id == request.request_id

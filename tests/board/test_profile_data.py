@@ -8,8 +8,9 @@ import pytest
 
 from board.config import BoardConfig
 from board.data.profile import BREAKDOWN_PARTS, step_breakdown, step_timeline, top_ops
-from board.data.profile_captures import CaptureRequestsDisabled, TraceCache, find_captures, request_capture
+from board.data.profile_captures import CaptureRequestsDisabled, NotListening, TraceCache, find_captures, request_capture
 from instrumentation.format import trace as fmt
+from instrumentation.format.capture_listener import write_listener
 from instrumentation.format.trace_columns import columns_from_trace
 from profile_fixtures import profiled_engine_run, torch_profiler_trace
 
@@ -92,10 +93,14 @@ def test_capture_requests_only_into_known_runs_and_only_when_allowed(tmp_path: P
     run_dir = tmp_path / "logs" / "run"
     run_dir.mkdir(parents=True)
     run_dirs = {"run": run_dir}
+    with pytest.raises(NotListening):  # no training process listens: nothing is written
+        request_capture(run_dirs, "run", 3, allowed=True, logdir=tmp_path / "logs")
+    assert list(run_dir.rglob("*")) == []
+    write_listener(run_dir)  # this process listens
     request = request_capture(run_dirs, "run", 3, allowed=True, logdir=tmp_path / "logs")
     assert fmt.read_capture_status(run_dir).request_id == request.request_id
     assert sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")) == [
-        "plugins", "plugins/profile", "plugins/profile/capture_request.json"]
+        "plugins", "plugins/profile", "plugins/profile/capture_listener.json", "plugins/profile/capture_request.json"]
     with pytest.raises(KeyError, match="unknown run '../run'"):
         request_capture(run_dirs, "../run", 3, allowed=True, logdir=tmp_path / "logs")
     with pytest.raises(CaptureRequestsDisabled, match="read-only"):
