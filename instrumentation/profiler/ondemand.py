@@ -49,6 +49,7 @@ class OnDemandCapture:
         self._request: fmt.CaptureRequest | None = None
         self._writers: list[threading.Thread] = []
         self._subscribed = False
+        self._listened = False  # this object counts among the run's listeners (start(), or the first check())
         self._subscribed_for_capture = False  # by check(): taken out again when the capture is written
         self._reported = False
         self._step_start_ns = time.perf_counter_ns()
@@ -58,8 +59,13 @@ class OnDemandCapture:
         if not self._subscribed:
             hooks.add_recorder(self)
             self._subscribed = True
-            self._listen(+1)
+        self._listen_once()
         return self
+
+    def _listen_once(self) -> None:
+        if not self._listened:
+            self._listened = True
+            self._listen(+1)
 
     def _listen(self, change: int) -> None:
         """Count this process's listeners on the run; the first writes the listener file, the last removes it."""
@@ -84,6 +90,8 @@ class OnDemandCapture:
         if self._subscribed:
             hooks.remove_recorder(self)
             self._subscribed = False
+        if self._listened:  # a host's check() listened without subscribing (watch(..., capture_requests=True))
+            self._listened = False
             self._listen(-1)
         if self._recorder is not None:
             self._finish()
@@ -104,6 +112,7 @@ class OnDemandCapture:
         a claimed one records the steps from here on through ``step_end``."""
         if self._recorder is not None or self._subscribed:
             return
+        self._listen_once()
         self._boundary(None)
         if self._recorder is not None:
             hooks.add_recorder(self)

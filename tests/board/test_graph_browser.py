@@ -115,7 +115,7 @@ def test_torch_add_graph_logdir(page: Page, tmp_path: Path, serve_board) -> None
     expect(page.locator("#graph-passes")).to_contain_text("No optimised graph")
     _shot(page, "torch_graphdef")
     page.goto(board.url + "/")
-    expect(page.locator(".fs-run-name")).to_have_count(1)
+    expect(page.locator("table.fs-table .fs-run-name")).to_have_count(1)
     expect(page.locator("#runs-plugins-not-shown")).to_have_count(0)  # the graph is shown now
     assert errors == [], "\n".join(errors)
 
