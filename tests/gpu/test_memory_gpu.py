@@ -14,13 +14,7 @@ from engine import hooks, memory  # noqa: E402
 from engine.backend.cuda import memory as device_memory  # noqa: E402
 from engine.cuda import memory as cuda_memory  # noqa: E402
 
-try:
-    DEVICES = cupy.cuda.runtime.getDeviceCount()
-except Exception as error:  # noqa: BLE001 - no driver
-    DEVICES, WHY = 0, f"no CUDA driver ({type(error).__name__}: {error})"
-else:
-    WHY = "no CUDA device"
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(DEVICES < 1, reason=WHY)]
+# tests/gpu/conftest.py marks these `gpu` and skips them, with the reason, where no CUDA device answers
 MiB = 1 << 20
 DEVICE = "cuda:0"
 

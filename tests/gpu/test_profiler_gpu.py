@@ -9,13 +9,7 @@ from engine import hooks  # noqa: E402
 from engine.backend.cuda.timing import KernelTimer  # noqa: E402
 from instrumentation.profiler.gpu_lane import gpu_busy_ns  # noqa: E402
 
-try:
-    DEVICES = cupy.cuda.runtime.getDeviceCount()
-except Exception as error:  # noqa: BLE001 - no driver
-    DEVICES, WHY = 0, f"no CUDA driver ({type(error).__name__}: {error})"
-else:
-    WHY = "no CUDA device"
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(DEVICES < 1, reason=WHY)]
+# tests/gpu/conftest.py marks these `gpu` and skips them, with the reason, where no CUDA device answers
 
 
 def test_timer_records_each_device_op_and_skips_host_ops() -> None:
