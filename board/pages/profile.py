@@ -81,7 +81,25 @@ def layout(run: str | None = None, step: str | None = None, **_query: str) -> ht
                       children="" if allowed else "Capture is disabled: this board is read-only."),
         ]),
         html.Div(id="profile-summary", className="fs-muted"),
-        dcc.Graph(id="profile-breakdown", config={"displaylogo": False}),
+        html.Div(id="profile-no-capture", className="fs-empty", style=_shown(not captures), children=[
+            html.P("No profile capture in this log directory yet."),
+            html.P(["Record one in code with ", html.Code("instrumentation.profile(writer.log_dir, schedule=...)"),
+                    ", or press Capture above while a run that has ", html.Code("profile(..., on_demand=True)"),
+                    " or ", html.Code("watch(...)"), " is training. A torch.profiler trace "
+                    "(*.pt.trace.json) in a run's directory is shown too."]),
+        ]),
+        html.Div(id="profile-capture-views", style=_shown(bool(captures)), children=[
+            dcc.Graph(id="profile-breakdown", config={"displaylogo": False}),
+            html.H3("Top ops"),
+            ops_table("profile-ops", []),
+            html.Div(className="fs-controls", children=[
+                html.Label("step", htmlFor="profile-step"),
+                dcc.Dropdown(id="profile-step", options=[], value=None, clearable=False, style={"minWidth": "8em"}),
+                dcc.Store(id="profile-query-step", data=int(step) if step and step.lstrip("-").isdigit() else None),
+                html.Span("click a bar above to pick its step; drag on the timeline to zoom", className="fs-muted"),
+            ]),
+            dcc.Graph(id="profile-timeline", config={"displaylogo": False}),
+        ]),
         html.H3("Instrumentation"),
         html.Div(className="fs-controls", children=[
             html.Label("run", htmlFor="profile-overhead-run"),
@@ -92,17 +110,12 @@ def layout(run: str | None = None, step: str | None = None, **_query: str) -> ht
         ]),
         dcc.Graph(id="profile-overhead", config={"displaylogo": False}),
         overhead_table("profile-overhead-table", []),
-        html.H3("Top ops"),
-        ops_table("profile-ops", []),
-        html.Div(className="fs-controls", children=[
-            html.Label("step", htmlFor="profile-step"),
-            dcc.Dropdown(id="profile-step", options=[], value=None, clearable=False, style={"minWidth": "8em"}),
-            dcc.Store(id="profile-query-step", data=int(step) if step and step.lstrip("-").isdigit() else None),
-            html.Span("click a bar above to pick its step; drag on the timeline to zoom", className="fs-muted"),
-        ]),
-        dcc.Graph(id="profile-timeline", config={"displaylogo": False}),
         dcc.Interval(id="profile-poll", interval=context.config.browser_poll_ms),
     ])
+
+
+def _shown(visible: bool) -> dict:
+    return {} if visible else {"display": "none"}
 
 
 def _header(columns: tuple[tuple[str, str, str], ...], group_by: str) -> list[dict]:
@@ -119,6 +132,11 @@ def register_callbacks(app: Dash) -> None:
             return no_update, no_update
         return options, value if value in {o["value"] for o in options} else (options[0]["value"] if options else None)
 
+    @app.callback(Output("profile-no-capture", "style"), Output("profile-capture-views", "style"),
+                  Input("profile-capture", "options"), prevent_initial_call=True)
+    def _capture_views(options: list[dict]):
+        return _shown(not options), _shown(bool(options))
+
     @app.callback(Output("profile-breakdown", "figure"), Output("profile-summary", "children"),
                   Output("profile-step", "options"), Output("profile-step", "value"),
                   Input("profile-capture", "value"), Input("profile-breakdown", "clickData"),
@@ -126,7 +144,7 @@ def register_callbacks(app: Dash) -> None:
     def _breakdown(key: str | None, click: dict | None, step: int | None, wanted: int | None):
         capture, columns, problem = _load(key)
         if columns is None:
-            return breakdown_figure(StepBreakdown.empty()), problem, [], None
+            return breakdown_figure(StepBreakdown.empty()), problem if key else "", [], None  # none: the panel says so
         breakdown = step_breakdown(columns)
         steps = breakdown.steps.tolist()
         if dash.ctx.triggered_id == "profile-breakdown" and click and click.get("points"):

@@ -91,11 +91,15 @@ def test_capture_button_round_trip_with_a_training_thread(page: Page, tmp_path: 
         page.set_default_timeout(TIMEOUT_MS)
         page.goto(board.url + "/profile")
         expect(page.locator("#profile-capture-button")).to_be_enabled()
+        expect(page.locator("#profile-no-capture")).to_contain_text("No profile capture")  # instead of empty charts
+        expect(page.locator("#profile-breakdown")).to_be_hidden()
         page.fill("#profile-request-steps", "3")
         page.click("#profile-capture-button")
         expect(page.locator("#profile-capture-status")).to_contain_text("is ready")
         graph_has(page, "profile-breakdown", "gd.data[0].x.length === 3")
         expect(page.locator("#profile-summary")).to_contain_text("flowscope trace")
+        expect(page.locator("#profile-no-capture")).to_be_hidden()
+        page.screenshot(path=str(tmp_path / "profile_captured.png"), full_page=True)
     finally:
         stop.set()
         thread.join(60)
