@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import re
-import subprocess
 import sys
-import tempfile
+
+import callgrind
 
 VARIANTS = ("off", "oplog", "profile", "scheduled")
-_COLLECTED = re.compile(rb"Collected : (\d+)")
 
 
 def inner(variant: str, steps: int, warmup: int) -> None:
@@ -65,16 +63,8 @@ def inner(variant: str, steps: int, warmup: int) -> None:
 
 
 def instructions(root: str, variant: str, steps: int, warmup: int) -> int:
-    with tempfile.TemporaryDirectory() as scratch:
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out", sys.executable,
-                   os.path.abspath(__file__), "--inner", variant, "--steps", str(steps), "--warmup", str(warmup)]
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
-        done = subprocess.run(command, cwd=root, env=env, capture_output=True, check=False)
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"callgrind run of {variant!r} failed (exit {done.returncode}): "
-                           f"{done.stderr.decode(errors='replace')[-2000:]}")
-    return int(found.group(1))
+    arguments = ["--inner", variant, "--steps", str(steps), "--warmup", str(warmup)]
+    return callgrind.instructions(__file__, arguments, repr(variant), cwd=root)
 
 
 def main() -> int:
@@ -94,8 +84,8 @@ def main() -> int:
     print(f"{'variant':<10} {'instr/step':>12} {'vs off':>10} {'ratio':>7}")
     base = None
     for variant in args.variants.split(","):
-        per_step = (instructions(args.root, variant, args.long, args.warmup)
-                    - instructions(args.root, variant, args.short, args.warmup)) / (args.long - args.short)
+        per_step = callgrind.per_step(lambda steps: instructions(args.root, variant, steps, args.warmup),
+                                      args.short, args.long)
         base = per_step if base is None else base
         print(f"{variant:<10} {per_step:>12,.0f} {per_step - base:>+10,.0f} {per_step / base:>7.3f}", flush=True)
     return 0

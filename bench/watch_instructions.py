@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import re
-import subprocess
 import sys
 import tempfile
+
+import callgrind
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,7 +27,6 @@ VARIANTS = {"off": None, "defaults": {}, "no-memory": {"memory": False}, "every=
             "every=1,no-memory": {"every": 1, "memory": False},
             "every=1000,no-memory": {"every": 1000, "memory": False, "histograms_every": 0},
             "check_numerics": {"check_numerics": True}}
-_COLLECTED = re.compile(rb"Collected : (\d+)")
 
 
 def inner(model_name: str, variant: str, steps: int, warmup: int) -> None:
@@ -58,17 +57,8 @@ def inner(model_name: str, variant: str, steps: int, warmup: int) -> None:
 
 
 def instructions(model: str, variant: str, steps: int, warmup: int) -> int:
-    with tempfile.TemporaryDirectory() as scratch:
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out", sys.executable,
-                   os.path.abspath(__file__), "--inner", variant, "--model", model, "--steps", str(steps),
-                   "--warmup", str(warmup)]
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
-        done = subprocess.run(command, env=env, capture_output=True, check=False)
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"callgrind run of {model} {variant!r} failed (exit {done.returncode}): "
-                           f"{done.stderr.decode(errors='replace')[-2000:]}")
-    return int(found.group(1))
+    arguments = ["--inner", variant, "--model", model, "--steps", str(steps), "--warmup", str(warmup)]
+    return callgrind.instructions(__file__, arguments, f"{model} {variant!r}")
 
 
 def main() -> int:
@@ -92,8 +82,8 @@ def main() -> int:
         short, long = max(args.short // scale, 2), args.long // scale
         base = None
         for variant in args.variants.split(";"):
-            per_step = (instructions(model, variant, long, args.warmup // scale)
-                        - instructions(model, variant, short, args.warmup // scale)) / (long - short)
+            per_step = callgrind.per_step(lambda steps: instructions(model, variant, steps, args.warmup // scale),
+                                          short, long)
             base = per_step if base is None else base
             print(f"{model:<5} {variant:<30} {per_step:>12,.0f} {per_step / base:>7.3f}", flush=True)
     return 0
