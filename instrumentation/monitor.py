@@ -70,7 +70,6 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
         ranks = rank_and_world_size()[1] > 1
     if ranks:
         handle.attach(RankMonitor(writer, model))
-        handle.step_times_elsewhere = True
     if capture_requests:
         handle.serve_captures(OnDemandCapture(writer.log_dir))
     return handle

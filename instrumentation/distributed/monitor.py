@@ -71,6 +71,8 @@ class RankMonitor:
     ``group``: an object with ``rank()``, ``world_size()`` and ``all_gather(array)`` (default: ``engine.distributed``).
     ``watch(model, writer)`` attaches one by itself in a job of more than one rank."""
 
+    writes_step_times = True  # a Watch it is attached to leaves perf/step_time_ms and perf/data_time_ms to it
+
     def __init__(self, writer: Any, model: Any = None, *, checksum_every: int = DEFAULT_CHECKSUM_EVERY,
                  straggler_window: int = DEFAULT_WINDOW, straggler_margin: float = DEFAULT_MARGIN,
                  straggler_min_steps: int = DEFAULT_MIN_STEPS, group: Any = None) -> None:

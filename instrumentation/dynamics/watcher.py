@@ -141,9 +141,12 @@ class Watch:
 
     # ---- lifetime -------------------------------------------------------------------------------------
     def attach(self, component: Any) -> Any:
-        """Close ``component`` (anything with ``close()``) when this handle closes; returns it."""
+        """Close ``component`` (anything with ``close()``) when this handle closes; returns it. A component that
+        ``writes_step_times`` (a ``RankMonitor``) takes ``perf/step_time_ms`` and ``perf/data_time_ms`` over."""
         if not callable(getattr(component, "close", None)):
             raise TypeError(f"watch: attach() needs an object with close(), got {type(component).__name__}")
+        if getattr(component, "writes_step_times", False):  # a RankMonitor: every step's, on every rank
+            self.step_times_elsewhere = True
         self._components.append(component)
         return component
 
