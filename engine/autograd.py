@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from engine import grad_hooks as _grad_hooks
 from engine import hooks as _hooks
 from engine import memory as _memory
 from engine.backend import get_array_module
@@ -109,11 +110,17 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
     previous_phase = _hooks.set_phase("backward")
     observed = _hooks.ops_observed
     fn = grad = None
+    free = _free
     try:
-        for fn in _topological_order(roots):
+        order = _topological_order(roots)
+        if _grad_hooks.registered and wanted is None:  # some leaf may have post-accumulate-grad hooks
+            remaining = _grad_hooks.consumers(order)
+            if remaining:
+                free = _grad_hooks.finishing_free(_free, remaining, results, _accumulate)
+        for fn in order:
             grad = pending.arrays.get(fn)
             if grad is None:
-                _free(fn, retain_graph)
+                free(fn, retain_graph)
                 continue
             if id(fn) in wanted_nodes:
                 _collect(results, wanted_nodes[id(fn)], grad)
@@ -132,7 +139,7 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
                 elif wanted is None or id(parent) in wanted:
                     _collect(results, parent, parent_grad)
             pending.pop(fn)
-            _free(fn, retain_graph)
+            free(fn, retain_graph)
     except MemoryError as error:  # NumPy could not allocate inside a backward: the engine's error, naming the op
         raise _memory.refused_by_system(error, f"{fn.name}Backward" if fn is not None else "backward", grad)
     finally:
@@ -223,6 +230,8 @@ def backward(output: Tensor, grad: Any = None, retain_graph: bool = False) -> No
 
 def _backward(output: Tensor, seed: np.ndarray, retain_graph: bool) -> None:
     results = _run([output], [seed], retain_graph, None)
+    hooked = [leaf for leaf, _ in results.values() if id(leaf) in _grad_hooks.registered] \
+        if _grad_hooks.registered else ()  # leaves whose last consumer was not counted (an output that is a leaf)
     # New .grad buffers are allocated before any existing .grad is added to, so that an OutOfMemoryError
     # leaves every .grad as it was (the ones created by this call are dropped again).
     created: list[Tensor] = []
@@ -240,6 +249,8 @@ def _backward(output: Tensor, seed: np.ndarray, retain_graph: bool) -> None:
         leaf, array = results.popitem()[1]
         _accumulate(leaf, array)
         del array
+    for leaf in hooked:
+        _grad_hooks.run_hooks(leaf)
 
 
 def _accumulate(leaf: Tensor, array: np.ndarray) -> None:

@@ -24,13 +24,13 @@ from typing import Any, NamedTuple
 # What a recorder may implement (see engine.recorders.Recorder for each signature).
 RECORDER_METHODS = ("op_begin", "op", "buffer_alloc", "buffer_free", "buffer_history", "allocation_site", "at_peak",
                     "oom", "step_begin", "step_end", "data_wait", "module_begin", "module_end", "optimizer_step_begin",
-                    "optimizer_step_end")
+                    "optimizer_step_end", "communication", "comm_wait")
 # What a user's observer may implement (``subscribe``).
 HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "oom", "step_begin", "step_end", "data_wait", "module_begin",
-               "module_end", "optimizer_step_begin", "optimizer_step_end")
+               "module_end", "optimizer_step_begin", "optimizer_step_end", "communication", "comm_wait")
 # The observer methods a recorder shares (same name, same event object): passed on without an adapter call.
 _SHARED_POINTS = ("oom", "step_begin", "step_end", "data_wait", "module_begin", "module_end", "optimizer_step_begin",
-                  "optimizer_step_end")
+                  "optimizer_step_end", "communication", "comm_wait")
 
 recorders: list[Any] = []  # the one list, in call order
 _methods_of: dict[int, tuple] = {}  # id(recorder) -> its (method name, bound method, owner) found when it was added
@@ -50,6 +50,8 @@ module_begin: tuple = ()
 module_end: tuple = ()
 optimizer_step_begin: tuple = ()
 optimizer_step_end: tuple = ()
+communication: tuple = ()
+comm_wait: tuple = ()
 allocation_site: Any = None  # the first recorder's allocation_site, or None (only one site is kept per buffer)
 ops_observed: bool = False  # op_begin or op: the one flag Function.__call__ and backward test per op
 optimizer_observed: bool = False  # optimizer_step_begin or optimizer_step_end: Optimizer.step's one test
@@ -154,6 +156,29 @@ class DataWaitEvent(NamedTuple):
     time_ns: int
 
 
+class CommEvent(NamedTuple):
+    """One completed collective (``engine.distributed``): ``name`` is "allreduce" | "broadcast" | "all_gather" |
+    "barrier"; ``bucket`` the DDP bucket index or -1; ``start_ns`` the clock at launch, ``end_ns`` when its completion
+    was observed (``time.perf_counter_ns``)."""
+
+    name: str
+    bucket: int
+    nbytes: int
+    start_ns: int
+    end_ns: int
+    step: int
+
+
+class CommWaitEvent(NamedTuple):
+    """Once per DDP step: the optimizer side waited ``duration_ns`` for the outstanding gradient buckets."""
+
+    step: int
+    start_ns: int
+    duration_ns: int
+    nbytes: int
+    buckets: int
+
+
 class Recorder:
     """The recorder interface: the methods the engine calls, each optional. Subclass it and override what you need
     (the engine calls only overridden methods), or write any object with some of these methods. Op and allocator
@@ -199,6 +224,12 @@ class Recorder:
     def module_end(self, event: ModuleEvent) -> None: ...
     def optimizer_step_begin(self, event: OptimizerEvent) -> None: ...
     def optimizer_step_end(self, event: OptimizerEvent) -> None: ...
+
+    def communication(self, event: CommEvent) -> None:
+        """A collective completed (from the training thread, before the step's ``optimizer_step_begin``)."""
+
+    def comm_wait(self, event: CommWaitEvent) -> None:
+        """DDP waited for its outstanding buckets before the optimizer step (training thread)."""
 
 
 def _implemented(recorder: Any, name: str) -> Any:

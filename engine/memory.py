@@ -132,7 +132,7 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
         entry[1] += 1
         entry[2].live_tensors += 1
         return key
-    if type(array) is np.ndarray:
+    if type(array) is np.ndarray or isinstance(array, np.generic):  # (a backward may hand on a NumPy scalar)
         device = "cpu"
     else:
         device = device_of(array)

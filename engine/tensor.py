@@ -238,6 +238,12 @@ class Tensor:
         self.requires_grad = bool(flag)
         return self
 
+    def register_post_accumulate_grad_hook(self, hook: Any) -> Any:
+        """Call ``hook(self)`` during ``backward()`` as soon as this leaf's ``.grad`` is final (accumulated); as in
+        PyTorch. Returns a handle whose ``remove()`` takes the hook out."""
+        from engine import grad_hooks
+        return grad_hooks.register(self, hook)
+
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``; the graph is freed unless ``retain_graph``."""
         _autograd.backward(self, grad, retain_graph)

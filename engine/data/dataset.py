@@ -124,6 +124,12 @@ class Dataset:
         from engine.data.ordering import Repeat
         return Repeat(self, count)
 
+    def shard(self, num_shards: int, index: int) -> Dataset:
+        """Every ``num_shards``-th element starting at ``index``: element ``i`` goes to shard ``i % num_shards``
+        (tf.data's semantics; in a data-parallel job: ``shard(world_size(), rank())``, before shuffle and batch)."""
+        from engine.data.sharding import Shard
+        return Shard(self, num_shards, index)
+
     def take(self, count: int) -> Dataset:
         """The first ``count`` elements (all of them when -1)."""
         from engine.data.ordering import Take

@@ -9,7 +9,8 @@ from engine.ops._util import elementwise_nbytes
 
 
 class Dropout(Function):
-    """The mask comes from ``engine.random.generator()``, so ``engine.manual_seed`` fixes it."""
+    """The mask comes from ``engine.random.dropout_generator_for`` (the shared generator, or per rank in a
+    distributed job), so ``engine.manual_seed`` fixes it."""
 
     output_nbytes = elementwise_nbytes
 
@@ -18,7 +19,7 @@ class Dropout(Function):
 
     def forward(self, x):
         draw_dtype = x.dtype if x.dtype in (np.float32, np.float64) else np.float64
-        keep = _random.generator_for(x).random(x.shape, dtype=draw_dtype) >= self.p
+        keep = _random.dropout_generator_for(x).random(x.shape, dtype=draw_dtype) >= self.p
         self.mask = keep.astype(x.dtype)
         if self.p < 1:
             self.mask *= x.dtype.type(1.0 / (1.0 - self.p))

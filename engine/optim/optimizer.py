@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 
 from typing import Any, Callable, Iterable
 
@@ -20,6 +21,23 @@ class _Required:
 
 
 required = _Required()  # a default that a param group must set itself (SGD's lr)
+# Weak references to callables every optimizer.step() calls before it updates a parameter (and before
+# optimizer_step_begin): engine.distributed's DistributedDataParallel waits there for its gradient AllReduce.
+before_update: list[weakref.WeakMethod] = []
+
+
+def add_before_update(method: Callable[[], Any]) -> None:
+    """Have every ``optimizer.step()`` call the bound ``method`` first, as long as its object lives."""
+    before_update.append(weakref.WeakMethod(method))
+
+
+def _run_before_update() -> None:
+    for ref in tuple(before_update):
+        method = ref()
+        if method is None:
+            before_update.remove(ref)
+        else:
+            method()
 _now = time.perf_counter_ns
 _new_event = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__
 
@@ -118,6 +136,8 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        if before_update:
+            _run_before_update()
         if _hooks.optimizer_observed:
             self._update_observed()
         else:

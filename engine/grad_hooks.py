@@ -1,0 +1,97 @@
+"""Post-accumulate-grad hooks (``Tensor.register_post_accumulate_grad_hook``): a leaf's ``.grad`` is accumulated
+and its hooks are called as soon as its gradient is final during ``backward()``, not at the end.
+
+A backward with no hooked leaf pays one dict truth test (``registered``) in ``autograd._run``. With hooked leaves,
+``consumers`` counts, in the topological order, the graph nodes that feed each hooked leaf; ``finishing_free``
+wraps ``autograd._free`` (called once per node, whether it produced gradients or not) to count them down and
+finish a leaf when its count reaches zero.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable
+
+registered: dict[int, list[Callable[[Any], Any]]] = {}  # id(leaf) -> its hooks, in registration order
+
+
+class PostAccumulateGradHookHandle:
+    """What ``register_post_accumulate_grad_hook`` returns: ``remove()`` takes the hook out (again: no-op)."""
+
+    def __init__(self, key: int, hook: Callable[[Any], Any]) -> None:
+        self._key, self._hook = key, hook
+
+    def remove(self) -> None:
+        hooks = registered.get(self._key)
+        if hooks is None:
+            return
+        hooks[:] = [h for h in hooks if h is not self._hook]
+        if not hooks:
+            del registered[self._key]
+
+
+def register(tensor: Any, hook: Callable[[Any], Any]) -> PostAccumulateGradHookHandle:
+    """Register ``hook(tensor)`` to run after ``tensor.grad`` is accumulated in a ``backward()`` (PyTorch's
+    semantics: leaf tensors that require grad only; the return value is ignored; not called by ``engine.grad``)."""
+    if not callable(hook):
+        raise TypeError(f"a post accumulate grad hook must be callable, got {type(hook).__name__}")
+    if not tensor.requires_grad:
+        raise RuntimeError(f"cannot register a hook on a tensor that doesn't require gradient (shape {tensor.shape})")
+    if not tensor.is_leaf:
+        raise RuntimeError(f"post accumulate grad hooks cannot be registered on non-leaf tensors (shape "
+                           f"{tensor.shape}, made by {tensor._ctx.name})")
+    key = id(tensor)
+    hooks = registered.get(key)
+    if hooks is None:
+        hooks = registered[key] = []
+        weakref.finalize(tensor, _forget, key, hooks)
+    hooks.append(hook)
+    return PostAccumulateGradHookHandle(key, hook)
+
+
+def _forget(key: int, hooks: list) -> None:
+    if registered.get(key) is hooks:
+        del registered[key]
+
+
+def run_hooks(leaf: Any) -> None:
+    for hook in tuple(registered.get(id(leaf), ())):
+        hook(leaf)
+
+
+def consumers(order: list[Any]) -> dict[int, int]:
+    """id(hooked leaf) -> how many times a node of ``order`` takes it as an input that needs a gradient."""
+    counts: dict[int, int] = {}
+    for fn in order:
+        for parent, needed in zip(fn.parents, fn.needs_input_grad):
+            if needed and parent._ctx is None and id(parent) in registered:
+                counts[id(parent)] = counts.get(id(parent), 0) + 1
+    return counts
+
+
+def finishing_free(free: Callable[[Any, bool], None], remaining: dict[int, int], results: dict[int, tuple],
+                   accumulate: Callable[[Any, Any], None]) -> Callable[[Any, bool], None]:
+    """``free(fn, retain_graph)`` that first counts ``fn`` off its hooked leaves; a leaf whose last consumer this
+    was gets its gradient (taken out of ``results``) accumulated into ``.grad`` and its hooks run."""
+
+    def finish(fn: Any, retain_graph: bool) -> None:
+        ready = []
+        for parent, needed in zip(fn.parents, fn.needs_input_grad):
+            key = id(parent)
+            left = remaining.get(key) if needed else None
+            if left is None:
+                continue
+            if left > 1:
+                remaining[key] = left - 1
+                continue
+            del remaining[key]
+            found = results.pop(key, None)
+            if found is not None:
+                ready.append(found)
+        free(fn, retain_graph)
+        while ready:
+            leaf, array = ready.pop()
+            accumulate(leaf, array)
+            del array
+            run_hooks(leaf)
+
+    return finish

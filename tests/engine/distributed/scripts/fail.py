@@ -1,0 +1,18 @@
+"""Train-like loop of AllReduces where rank FAIL_RANK raises at step 3 while the others wait in the next
+collective; every rank's at_abort callable writes OUT_DIR/rank<k>.flushed. Usage: fail.py OUT_DIR FAIL_RANK"""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import engine.distributed as dist
+
+out_dir, fail_rank = Path(sys.argv[1]), int(sys.argv[2])
+dist.init()
+rank = dist.rank()
+dist.at_abort(lambda: (out_dir / f"rank{rank}.flushed").write_text(f"rank {rank} flushed\n"))
+for step in range(1000):
+    if rank == fail_rank and step == 3:
+        raise ValueError(f"planted failure on rank {rank} at step {step}")
+    dist.all_reduce(np.ones(1 << 16, dtype=np.float32))
+print(f"rank {rank} finished all steps", flush=True)
