@@ -12,6 +12,7 @@ from engine import hooks
 from instrumentation.budget import Pace
 from instrumentation.distributed.checksum import ReplicaCheck
 from instrumentation.distributed.context import initialized
+from instrumentation.distributed.cpu_wait import ThreadSchedule, cpu_wait_ns
 from instrumentation.distributed.straggler import (DEFAULT_MARGIN, DEFAULT_MIN_STEPS, DEFAULT_WINDOW, StragglerRule,
                                                    StragglerSettings)
 from instrumentation.dynamics.guard import FailureReporter
@@ -58,8 +59,9 @@ class RankMonitor:
     """An engine recorder for one rank of a data-parallel job, writing to ``writer`` (that rank's ``SummaryWriter``:
     ``rank_logdir``). At every step it keeps a row — ``perf/step_time_ms``, ``perf/data_time_ms``,
     ``perf/allreduce_ms`` (time with a collective in flight: the union of the step's collective intervals),
-    ``perf/allreduce_wait_ms`` (the optimizer side waiting for buckets) and ``perf/comm_bytes`` — handed to the
-    writer in batches, and the step's busy time (step − allreduce wait − data wait).
+    ``perf/allreduce_wait_ms`` (the optimizer side waiting for buckets), ``perf/comm_bytes`` and
+    ``perf/cpu_wait_ms`` (outside the allreduce wait, ready to run but waiting for a CPU: ``cpu_wait``) — handed to
+    the writer in batches, and the step's busy time (step − allreduce wait − data wait − CPU wait).
 
     Every ``straggler_window`` steps the ranks all_gather the window's busy times and each decides about itself
     (``straggler``: busy ≥ (1 + ``straggler_margin``) × the other ranks' median on ≥ ``straggler_min_steps`` of the
@@ -100,6 +102,8 @@ class RankMonitor:
         # the step in progress
         self._comm: list[tuple[int, int, int]] = []
         self._wait_ns = self._data_ns = 0
+        self.schedule = ThreadSchedule()  # the training thread's CPU wait (read at its steps' begin and end)
+        self._schedule_at_begin: tuple[int, int] | None = None
         # the window: busy times by step % window, the rows not handed over yet, the cost measured
         self._busy_ms = np.full(self.settings.window, np.nan)
         self._rows: list[list[float]] = []
@@ -114,6 +118,9 @@ class RankMonitor:
     def communication(self, event: Any) -> None:
         self._comm.append((event.start_ns, event.end_ns, event.nbytes))
 
+    def step_begin(self, event: hooks.StepEvent) -> None:
+        self._schedule_at_begin = self.schedule.read()
+
     def comm_wait(self, event: Any) -> None:
         self._wait_ns += event.duration_ns
 
@@ -124,13 +131,18 @@ class RankMonitor:
         began = _now_ns()
         step, step_ns = event.step, event.duration_ns
         allreduce_ns, nbytes = step_comm(self._comm, event.time_ns - step_ns, event.time_ns) if self._comm else (0, 0)
-        wait_ns, data_ns = self._wait_ns, self._data_ns
-        self._comm, self._wait_ns, self._data_ns = [], 0, 0
-        self._rows.append([step_ns / 1e6, data_ns / 1e6, allreduce_ns / 1e6, wait_ns / 1e6, float(nbytes)])
+        wait_ns, data_ns, at_begin = self._wait_ns, self._data_ns, self._schedule_at_begin
+        self._comm, self._wait_ns, self._data_ns, self._schedule_at_begin = [], 0, 0, None
+        busy_ns = max(step_ns - wait_ns - data_ns, 0)
+        at_end = self.schedule.read() if at_begin is not None else None
+        cpu_wait = 0 if at_end is None else cpu_wait_ns(at_end[0] - at_begin[0], at_end[1] - at_begin[1], wait_ns,
+                                                       busy_ns)
+        self._rows.append([step_ns / 1e6, data_ns / 1e6, allreduce_ns / 1e6, wait_ns / 1e6, float(nbytes),
+                           cpu_wait / 1e6])
         self._steps.append(step)
         self._walls.append(_wall())
         window = self.settings.window
-        self._busy_ms[step % window] = max(step_ns - wait_ns - data_ns, 0) / 1e6
+        self._busy_ms[step % window] = (busy_ns - cpu_wait) / 1e6
         self._window_step_ns += step_ns
         self._window_steps += 1
         if (step + 1) % window == 0:
@@ -194,6 +206,7 @@ class RankMonitor:
             return
         self.closed = True
         hooks.remove_recorder(self)
+        self.schedule.close()
         remove = getattr(self.writer, "remove_flush_callback", None)
         if callable(remove):
             remove(self.flush)

@@ -83,7 +83,7 @@ class StragglerRule:
         self.in_episode = True
         settings, name = self.settings, rank_name(self.rank)
         return Alert(keys.STRAGGLER, "warning", name,
-                     f"{name} is slower than the other ranks: its busy time (step - allreduce wait - data wait) was "
+                     f"{name} is slower than the other ranks: its busy time (step - allreduce, data and CPU waits) was "
                      f">= {1 + settings.margin:.2f}x their median on {verdict.steps_over} of steps {first_step}-"
                      f"{last_step}; median {verdict.busy_ms:.2f} ms vs {verdict.others_busy_ms:.2f} ms "
                      f"({verdict.ratio:.2f}x)", last_step,

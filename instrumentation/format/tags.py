@@ -31,7 +31,10 @@ STEP_TIME_MS, DATA_TIME_MS, SAMPLES_PER_SEC = PERF + "step_time_ms", PERF + "dat
 # Data-parallel, per step of each rank (instrumentation/distributed/monitor.py): time with a collective in flight (the
 # union of the step's collective intervals), time the optimizer side waited for outstanding buckets, bytes sent.
 ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES = PERF + "allreduce_ms", PERF + "allreduce_wait_ms", PERF + "comm_bytes"
-RANK_STEP_TAGS = (STEP_TIME_MS, DATA_TIME_MS, ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES)  # the rank monitor's row
+# ... and, outside the allreduce wait, the time the training thread was ready to run but waited for a CPU (cores
+# shared with other processes); a rank's busy time is step_time - allreduce_wait - data_time - cpu_wait
+CPU_WAIT_MS = PERF + "cpu_wait_ms"
+RANK_STEP_TAGS = (STEP_TIME_MS, DATA_TIME_MS, ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES, CPU_WAIT_MS)  # a row
 # dist/<name>: every checksum interval, a 24-bit checksum of all parameter bytes (an integer, exact as a float32)
 PARAM_CHECKSUM = DIST + "param_checksum"
 # perf/instrumentation_ms/<observer> (its measured cost per step), perf/instrumentation_share/<observer> (that cost over

@@ -1,6 +1,8 @@
 """RankMonitor's per-step rows from synthetic engine events, read back with TensorBoard's own reader."""
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +10,7 @@ import pytest
 
 from engine import hooks
 from instrumentation.distributed import RankMonitor
+from instrumentation.distributed.cpu_wait import ThreadSchedule, cpu_wait_ns
 from instrumentation.distributed.monitor import step_comm
 from instrumentation.format import tags
 from instrumentation.summary import SummaryWriter
@@ -79,3 +82,56 @@ def test_bad_settings_are_refused_with_their_name(tmp_path: Path) -> None:
             RankMonitor(object(), group=member)
         with pytest.raises(TypeError, match="engine.nn.Module"):
             RankMonitor(writer, model=np.zeros(3), group=member)
+
+
+class Schedule:
+    """Stands in for the thread's schedstat: (ns on a CPU, ns waiting for one) read in turn."""
+
+    def __init__(self, readings: list[tuple[int, int]]) -> None:
+        self.readings = list(readings)
+
+    def read(self) -> tuple[int, int]:
+        return self.readings.pop(0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_cpu_wait_counts_the_run_queue_outside_the_allreduce_wait() -> None:
+    ms = 1_000_000
+    # 12 ms on a CPU, 4 ms waiting for one, 4 of the 16 runnable ms in the allreduce wait: 3/4 of the 4 ms are outside
+    assert cpu_wait_ns(12 * ms, 4 * ms, 4 * ms, 100 * ms) == 3 * ms
+    assert cpu_wait_ns(12 * ms, 4 * ms, 4 * ms, 2 * ms) == 2 * ms  # never more than the busy time it is taken from
+    assert cpu_wait_ns(12 * ms, 0, 4 * ms, 100 * ms) == 0
+    assert cpu_wait_ns(1 * ms, 1 * ms, 5 * ms, 100 * ms) == 0  # all of it in the wait
+    assert ThreadSchedule("/nonexistent/schedstat").read() is None
+
+
+def test_the_cpu_wait_is_logged_and_taken_out_of_the_busy_time(tmp_path: Path) -> None:
+    ms = 1_000_000
+    with SummaryWriter(tmp_path / "run") as writer:
+        monitor = RankMonitor(writer, group=ThreadGroup(1).member(0), straggler_window=4, straggler_min_steps=1)
+        # step 0: 6 ms on a CPU and 2 ms waiting for one, 2 ms of the 8 runnable in the allreduce wait -> 1.5 ms;
+        # step 1: the same readings at its begin and end -> none
+        monitor.schedule = Schedule([(0, 0), (6 * ms, 2 * ms), (6 * ms, 2 * ms), (6 * ms, 2 * ms)])
+        for step in range(2):
+            monitor.step_begin(hooks.StepEvent(step, 0, 0))
+            play_step(monitor, step, step_ms=10.0, wait_ms=2.0)
+        busy_ms = monitor._busy_ms[:2].tolist()  # the window's busy times so far (compared at its end)
+        monitor.close()
+    assert busy_ms == [pytest.approx(10.0 - 2.0 - 1.5), pytest.approx(8.0)]
+    read = scalars(tmp_path / "run")
+    assert read[tags.CPU_WAIT_MS] == [(0, pytest.approx(1.5)), (1, 0.0)]
+    assert monitor.schedule.readings == []
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/thread-self/schedstat"), reason="no schedstat: not Linux")
+def test_the_schedule_is_the_reading_threads_own() -> None:
+    schedule = ThreadSchedule()
+    before = schedule.read()
+    spin_until = time.thread_time_ns() + 20_000_000
+    while time.thread_time_ns() < spin_until:  # 20 ms of this thread's CPU time
+        pass
+    after = schedule.read()
+    schedule.close()
+    assert after[0] - before[0] >= 19_000_000
