@@ -35,7 +35,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--drift-step", type=int, default=10)
     parser.add_argument("--checksum-every", type=int, default=None, help="a RankMonitor with this interval (default: "
                         "the one watch() attaches)")
-    parser.add_argument("--profile", action="store_true", help="capture steps 5-9 of each rank (comm lane)")
+    parser.add_argument("--seed", type=int, default=0, help="the model's initialisation and the data")
+    parser.add_argument("--profile", action="store_true", help="capture steps 7-9 of each rank (comm lane)")
     parser.add_argument("--light", action="store_true", help="no memory tracker, histograms or capture requests")
     return parser.parse_args(argv)
 
@@ -46,13 +47,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     dist.init()
     rank = dist.rank()
-    engine.manual_seed(0)  # the same initialisation everywhere (DDP also broadcasts rank 0's)
+    engine.manual_seed(args.seed)  # the same initialisation everywhere (DDP also broadcasts rank 0's)
     net = nn.Sequential(nn.Linear(FEATURES, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.hidden), nn.ReLU(),
                         nn.Linear(args.hidden, CLASSES))
     model = dist.DistributedDataParallel(net, bucket_cap_mb=args.bucket_mb)
     optimizer = engine.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    rng = np.random.default_rng(1 + rank)  # each rank its own shard of a synthetic task
-    teacher = np.random.default_rng(0).standard_normal((FEATURES, CLASSES)).astype(np.float32)
+    rng = np.random.default_rng([args.seed, 1 + rank])  # each rank its own shard of a synthetic task
+    teacher = np.random.default_rng(args.seed).standard_normal((FEATURES, CLASSES)).astype(np.float32)
     engine.hooks.reset_step(0)
     light = {"memory": False, "histograms_every": 0, "capture_requests": False} if args.light else {}
     with SummaryWriter(rank_logdir(args.logdir)) as writer:
