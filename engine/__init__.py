@@ -13,6 +13,7 @@ from engine.ops import concat, stack, where
 from engine.random import manual_seed
 from engine import data, datasets
 from engine import nn, optim
+from engine import distributed
 from engine.serialization import load, save
 from engine.training import History, StopTraining, fit
 from engine.graph.traced_function import function
@@ -20,5 +21,5 @@ from engine.graph.trace import TracingError
 
 __version__ = "0.1.0"
 
-__all__ = ["Device", "Function", "History", "NonFiniteError", "OutOfMemoryError", "StopTraining", "Tensor", "TracingError", "__version__", "concat", "config", "cuda", "data", "datasets", "device", "enable_grad", "fit", "function", "grad",
+__all__ = ["Device", "Function", "History", "NonFiniteError", "OutOfMemoryError", "StopTraining", "Tensor", "TracingError", "__version__", "concat", "config", "cuda", "data", "datasets", "device", "distributed", "enable_grad", "fit", "function", "grad",
            "hooks", "is_grad_enabled", "load", "manual_seed", "memory", "memory_recording", "nn", "no_grad", "op_log", "optim", "save", "stack", "tensor", "where"]

@@ -138,6 +138,7 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
                     pending.add(parent._ctx, parent_grad, fn.name + "Backward")
                 elif wanted is None or id(parent) in wanted:
                     _collect(results, parent, parent_grad)
+            in_grads = parent_grad = None  # (a gradient finished by free() below is then owned: no copy)
             pending.pop(fn)
             free(fn, retain_graph)
     except MemoryError as error:  # NumPy could not allocate inside a backward: the engine's error, naming the op

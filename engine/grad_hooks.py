@@ -84,9 +84,8 @@ def finishing_free(free: Callable[[Any, bool], None], remaining: dict[int, int],
                 remaining[key] = left - 1
                 continue
             del remaining[key]
-            found = results.pop(key, None)
-            if found is not None:
-                ready.append(found)
+            if key in results:
+                ready.append(results.pop(key))
         free(fn, retain_graph)
         while ready:
             leaf, array = ready.pop()

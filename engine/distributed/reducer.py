@@ -10,6 +10,8 @@ without a gradient this step contributes zeros), waits, and writes the averages 
 """
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from typing import Any
 
@@ -23,6 +25,23 @@ from engine.tensor import Tensor
 
 _now = time.perf_counter_ns
 _new_event = tuple.__new__
+COMM_THREAD = False  # (measured in bench/distributed.py) blocking Allreduce on a thread instead of Iallreduce+Test
+
+
+class _CommThread:
+    """Runs the launched buckets' AllReduces one after the other, blocking, on a communicator of its own."""
+
+    def __init__(self, comm: Any, mpi: Any) -> None:
+        self.comm, self.mpi = comm, mpi
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="engine-ddp-comm", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            bucket = self.queue.get()
+            self.comm.Allreduce(self.mpi.IN_PLACE, bucket.flat, self.mpi.SUM)
+            bucket.end_ns = _now()
+            bucket.done.set()
 
 
 class Bucket:
@@ -37,8 +56,10 @@ class Bucket:
         self.nbytes = self.numel * self.dtype.itemsize
         self.flat: Any = None  # allocated at first use, on the host unless MPI takes device buffers
         self.ready = [False] * len(params)
+        self.grads: list[Tensor | None] = [None] * len(params)  # .grad as a view of ``flat`` (same array type)
         self.ready_count = 0
         self.request: Any = None
+        self.done = threading.Event()
         self.start_ns = self.end_ns = 0
 
     def view(self, slot: int) -> Any:
@@ -72,6 +93,7 @@ class Reducer:
         self.next_bucket = 0  # the next bucket to launch
         self.outstanding: list[Bucket] = []  # launched, completion not observed yet
         self.handles = [p.register_post_accumulate_grad_hook(self.grad_ready) for p in params]
+        self.thread = _CommThread(group.comm.Dup(), group.MPI) if COMM_THREAD else None
 
     def remove_hooks(self) -> None:
         for handle in self.handles:
@@ -90,9 +112,16 @@ class Reducer:
                                "accumulation backwards in ddp.no_sync()")
         if bucket.flat is None:
             self._allocate(bucket, p.grad._data)
-        view = bucket.view(slot)
-        grad = p.grad._data
-        view[...] = (grad if type(view) is type(grad) else host_copy(grad)).reshape(-1)
+        in_bucket = bucket.grads[slot]
+        if p.grad is not in_bucket:  # (else backward accumulated into the bucket itself)
+            grad, view = p.grad._data, bucket.view(slot)
+            if type(view) is type(grad):  # .grad becomes a view of the bucket: the average lands there in place
+                view[...] = grad.reshape(-1)
+                if in_bucket is None:
+                    in_bucket = bucket.grads[slot] = Tensor._wrap_array(view.reshape(p.shape), "gradient", "grad")
+                p.grad = in_bucket
+            else:  # staged: a device gradient, a host bucket
+                view[...] = host_copy(grad).reshape(-1)
         bucket.ready[slot] = True
         bucket.ready_count += 1
         self.active = True
@@ -115,14 +144,18 @@ class Reducer:
 
     def _launch(self, bucket: Bucket) -> None:
         bucket.start_ns = _now()
-        bucket.request = self.group.comm.Iallreduce(self.group.MPI.IN_PLACE, bucket.flat, self.group.MPI.SUM)
+        if self.thread is not None:
+            bucket.done.clear()
+            self.thread.queue.put(bucket)
+        else:
+            bucket.request = self.group.comm.Iallreduce(self.group.MPI.IN_PLACE, bucket.flat, self.group.MPI.SUM)
         self.outstanding.append(bucket)
         self.next_bucket += 1
 
     def _progress(self) -> None:
         """Let MPI move the outstanding AllReduces on; note the ones that completed."""
         for bucket in tuple(self.outstanding):
-            if bucket.request.Test():
+            if bucket.done.is_set() if self.thread is not None else bucket.request.Test():
                 bucket.end_ns = _now()
                 self.outstanding.remove(bucket)
 
@@ -141,6 +174,9 @@ class Reducer:
                     bucket.view(slot)[...] = 0
             self._launch(bucket)
         for bucket in self.outstanding:
+            if self.thread is not None:
+                bucket.done.wait()
+                continue
             bucket.request.Wait()
             bucket.end_ns = _now()
         self.outstanding.clear()
@@ -149,7 +185,8 @@ class Reducer:
         for bucket in self.buckets:
             bucket.flat *= bucket.dtype.type(scale)
             for slot, p in enumerate(bucket.params):
-                self._write_grad(p, bucket.view(slot))
+                if p.grad is None or p.grad is not bucket.grads[slot]:
+                    self._write_grad(p, bucket.view(slot))
         self._report(start_ns, wait_ns)
         self._reset()
 

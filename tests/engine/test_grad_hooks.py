@@ -146,3 +146,25 @@ def test_hooks_of_a_dead_tensor_are_forgotten():
     assert len(grad_hooks.registered) == before + 1
     del x
     assert len(grad_hooks.registered) == before
+
+
+def test_a_hooked_leaf_gets_the_backward_array_itself_as_grad_as_an_unhooked_one_does():
+    """No copy on the early path: .grad is the array the op's backward returned (seen through weak references)."""
+    import weakref
+    from engine import nn
+    returned = []
+
+    class Keep:
+        def op(self, name, module, inputs, outputs, output_bytes, start_ns):
+            returned.extend(weakref.ref(o) for o in outputs if o is not None)
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+    for i, p in enumerate(model.parameters()):
+        if i % 2 == 0:
+            p.register_post_accumulate_grad_hook(lambda t: None)
+    keep = engine.hooks.add_recorder(Keep())
+    try:
+        model(engine.tensor(np.ones((4, 8), dtype=np.float32))).sum().backward()
+    finally:
+        engine.hooks.remove_recorder(keep)
+    assert [any(r() is p.grad._data for r in returned) for p in model.parameters()] == [True] * 4

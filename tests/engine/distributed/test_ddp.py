@@ -28,6 +28,8 @@ def _check_against_single(tmp_path, n, steps, accumulate):
         np.testing.assert_allclose(res["losses"], single["losses"], rtol=1e-6, atol=0)
         for step, digests in enumerate(res["digests"]):
             assert len(digests) == n and all(d == digests[0] for d in digests), f"replicas differ after step {step}"
+    seen = sorted(i for res in ranks for i in res["seen"])  # the shards cover the epoch, each element once
+    assert seen == list(range(steps * 16)) == sorted(single["seen"])
     final = [res["digests"][-1][0] for res in ranks]
     assert all(d == final[0] for d in final)
     return single, ranks

@@ -27,3 +27,11 @@ def test_a_job_that_ends_normally_exits_zero_and_runs_no_at_abort(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("finished all steps") == 2
     assert not list(tmp_path.glob("rank*.flushed"))
+
+
+def test_an_exception_in_a_thread_of_a_rank_aborts_the_job_too(tmp_path):
+    done = run("fail.py", 2, tmp_path, 1, "thread", check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert "[rank 1] in thread loader:" in output and "planted failure on rank 1 in a thread" in output
+    assert sorted(p.name for p in tmp_path.glob("rank*.flushed")) == ["rank0.flushed", "rank1.flushed"], output

@@ -31,7 +31,7 @@ optimizer = engine.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
 data = np.random.default_rng(7)
 x_all = data.normal(size=(steps * GLOBAL_BATCH, 10))
 y_all = (x_all[:, :3].sum(axis=1) > 0).astype(np.int64) + (x_all[:, 3] > 1).astype(np.int64)
-dataset = Dataset.from_tensor_slices((x_all, y_all))
+dataset = Dataset.from_tensor_slices((x_all, y_all, np.arange(len(x_all))))
 if mode == "ddp":
     dataset = dataset.shard(size, rank)
 dataset = dataset.batch(GLOBAL_BATCH // size)
@@ -52,10 +52,11 @@ class Log:
 
 
 log = engine.hooks.add_recorder(Log())
-losses, digests, backward_ends = [], [], []
-for step, (xb, yb) in enumerate(dataset):
+losses, digests, backward_ends, seen = [], [], [], []
+for step, (xb, yb, index) in enumerate(dataset):
     if step == steps:
         break
+    seen.extend(index.tolist())
     optimizer.zero_grad()
     micro = np.array_split(np.arange(len(xb)), accumulate)
     loss_sum = 0.0
@@ -73,6 +74,6 @@ for step, (xb, yb) in enumerate(dataset):
                            dtype=np.uint8)
     digests.append(dist.all_gather(digest).tolist())
 (out_dir / f"{mode}_rank{rank}.json").write_text(json.dumps({
-    "losses": losses, "digests": digests, "events": log.events, "backward_ends": backward_ends,
+    "losses": losses, "digests": digests, "seen": seen, "events": log.events, "backward_ends": backward_ends,
     "param_bytes": sum(p.numpy().nbytes for p in model.parameters()),
     "buckets": net.bucket_sizes_bytes if mode == "ddp" else []}))
