@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 import engine
+from engine import distributed as dist
 from engine import nn
 from engine.nn import functional as F
 from instrumentation.distributed import RankMonitor, rank_logdir
@@ -43,8 +44,6 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    import engine.distributed as dist  # NOTE: here: the module imports without MPI, init() needs it
-
     dist.init()
     rank = dist.rank()
     engine.manual_seed(args.seed)  # the same initialisation everywhere (DDP also broadcasts rank 0's)

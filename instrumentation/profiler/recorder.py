@@ -8,6 +8,7 @@ from typing import Any
 
 from engine import hooks
 from engine.op_log import DATA_WAIT, OP_LOG_STRIDE, OPTIMIZER_STEP, STEP_END, OpLog
+from instrumentation.distributed.context import initialized
 from instrumentation.format import trace as fmt
 from instrumentation.profiler.gpu_lane import device_timer
 
@@ -59,7 +60,7 @@ class Recorder:
         hooks.add_recorder(self.log)
         if self._stack_recorder is not None:
             hooks.add_recorder(self._stack_recorder)
-        if self._comm_recorder is not None:
+        if self._comm_recorder is not None and initialized() is not None:  # collectives report nothing otherwise
             hooks.add_recorder(self._comm_recorder)
         if self.timer is not None:
             self.timer.start()

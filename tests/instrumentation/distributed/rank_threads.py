@@ -4,30 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from engine import hooks
+from engine.hooks import CommEvent, CommWaitEvent
 
 HANG_GUARD_S = 120.0  # a barrier nobody else reaches: the ranks made different collective calls
-
-
-class CommEvent(NamedTuple):  # the contract's fields (engine.hooks.CommEvent)
-    name: str
-    bucket: int
-    nbytes: int
-    start_ns: int
-    end_ns: int
-    step: int
-
-
-class CommWaitEvent(NamedTuple):  # the contract's fields (engine.hooks.CommWaitEvent)
-    step: int
-    start_ns: int
-    duration_ns: int
-    nbytes: int
-    buckets: int
 
 
 class ThreadGroup:

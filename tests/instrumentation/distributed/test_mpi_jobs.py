@@ -8,7 +8,6 @@ Step size: a 256-384-384-10 MLP on a per-rank batch of 256 with one BLAS thread:
 healthy job safe here is the CPU wait taken out of the busy time: without it, ranks time-sliced with other processes
 were over the 15 % margin on up to 19-20 of 20 steps of a healthy job; with it, at most 14 (2 ranks) and 13 (4 ranks)
 in 10 windows each, while the planted straggler was over it on 14-20 (2 ranks) and 14-20 (4 ranks) per window."""
-"""
 from __future__ import annotations
 
 import gzip

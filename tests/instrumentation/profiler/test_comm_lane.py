@@ -10,6 +10,7 @@ from instrumentation.format import trace as fmt
 from instrumentation.format.trace_columns import columns_from_trace
 from instrumentation.profiler.export import build_trace
 from instrumentation.profiler.recorder import Recorder
+from tests.instrumentation.distributed.fake_distributed import FakeDistributed
 
 
 def recorded_step(recorder: Recorder) -> int:
@@ -62,3 +63,18 @@ def test_a_capture_without_communication_has_no_comm_lane() -> None:
     recorded_step(recorder)
     events = build_trace(recorder)["traceEvents"]
     assert not [e for e in events if e.get("tid") == fmt.TID_COMM or e.get("cat") in (fmt.CAT_COMM, fmt.CAT_COMM_WAIT)]
+
+
+def test_while_recording_in_a_job_the_engines_communication_events_are_kept(monkeypatch) -> None:
+    monkeypatch.setattr(engine, "distributed", FakeDistributed(1, 2), raising=False)
+    recorder = Recorder(record_shapes=False, profile_memory=False)
+    recorder.start()
+    try:
+        hooks.emit(hooks.communication, hooks.CommEvent("allreduce", 0, 256, 10, 20, 3))
+        hooks.emit(hooks.comm_wait, hooks.CommWaitEvent(3, 15, 7, 256, 1))
+    finally:
+        recorder.stop()
+    hooks.emit(hooks.communication, hooks.CommEvent("allreduce", 1, 8, 30, 40, 4))  # not recording any more
+    assert recorder.comm == [("allreduce", 0, 256, 10, 20, 3)]
+    assert recorder.comm_waits == [(3, 15, 22, 256, 1)]
+    assert build_trace(recorder)["metadata"]["rank"] == 1
