@@ -1,7 +1,8 @@
 """One rank of the demo's data-parallel job (``mpiexec -n 2 python instrumentation/demo/ranks.py --logdir RUN``): an
 MLP under ``engine.distributed.DistributedDataParallel``, watched, each rank writing ``RUN/rank<k>``; a planted
-straggler (``--slow-rank``: sleeps a share of each step's compute time) and a planted drift (``--drift-rank``: one
-weight changed after a step, bypassing the gradient averaging). The tests start it with their own settings."""
+straggler (``--slow-rank``: sleeps a share of each step's compute time), a planted drift (``--drift-rank``: one
+weight changed after a step, bypassing the gradient averaging) and a planted failure (``--fail-rank``). The tests start
+it with their own settings."""
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-share", type=float, default=0.3)
     parser.add_argument("--drift-rank", type=int, default=-1, help="this rank changes a weight after --drift-step")
     parser.add_argument("--drift-step", type=int, default=10)
+    parser.add_argument("--fail-rank", type=int, default=-1, help="this rank raises after --fail-step")
+    parser.add_argument("--fail-step", type=int, default=30)
     parser.add_argument("--checksum-every", type=int, default=None, help="a RankMonitor with this interval (default: "
                         "the one watch() attaches)")
     parser.add_argument("--seed", type=int, default=0, help="the model's initialisation and the data")
@@ -76,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     time.sleep(args.slow_share * (time.perf_counter() - began))
                 optimizer.step()
                 handle.log_loss(loss.item(), step)
+                if rank == args.fail_rank and step == args.fail_step:
+                    raise RuntimeError(f"planted failure on rank {rank} after step {step}")
                 if rank == args.drift_rank and step == args.drift_step:
                     weights = net[2].weight.numpy()  # a view: the replica's own copy changes, no other
                     weights[0, 0] += 1e-3

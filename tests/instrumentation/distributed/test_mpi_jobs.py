@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from instrumentation.dynamics.watcher import LOSS_TAG
 from instrumentation.format import alert_names as keys
 from instrumentation.format import tags
 from instrumentation.format import trace as fmt
@@ -32,13 +33,16 @@ STEPS = 60  # three straggler windows of 20
 STRAGGLER_STEPS = 100  # five windows (in every run measured, one of the first three had 16 or more steps over)
 
 
-def job(tmp_path: Path, ranks: int, *options: object, steps: int = STEPS) -> Path:
-    """Run the worker on ``ranks`` ranks into ``tmp_path/job``; the job's run directory."""
+def job(tmp_path: Path, ranks: int, *options: object, steps: int = STEPS, fails: bool = False) -> Path:
+    """Run the worker on ``ranks`` ranks into ``tmp_path/job`` (it must succeed, or with ``fails`` fail); the job's run
+    directory."""
     run = tmp_path / "job"
     cmd = [mpiexec(), "--oversubscribe", "-n", str(ranks), sys.executable, str(WORKER), "--logdir", str(run),
            "--steps", str(steps), "--light", *map(str, options)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S, env=environment(), cwd=REPO)
-    assert done.returncode == 0, f"{' '.join(cmd)}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    assert (done.returncode != 0) == fails, f"{' '.join(cmd)}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    if fails:
+        assert "planted failure on rank 1 after step 30" in done.stderr
     return run
 
 
@@ -123,3 +127,14 @@ def test_a_rank_that_drifts_raises_replica_divergence_with_both_checksums(tmp_pa
         if k != 1:
             assert [a for a in alerts(run, k) if a.kind == keys.REPLICA_DIVERGENCE] == []
             assert logged[k] == logged[0]
+
+
+def test_a_rank_failure_leaves_every_ranks_steps_in_its_files(tmp_path: Path) -> None:
+    # rank 1 raises after step 30: the job is aborted, after each rank's writer flushed (engine.distributed.at_abort).
+    # Steps 20-30 were still in the rank monitor's hands (it hands a window's rows over at its end) and the losses
+    # in watch()'s: only the abort's flush can have put them in the files.
+    run = job(tmp_path, 2, "--batch", 64, "--fail-rank", 1, "--fail-step", 30, fails=True)
+    for k in range(2):
+        read = scalars(run / f"rank{k}")
+        assert [s for s, _ in read[tags.STEP_TIME_MS]] == list(range(31)), k
+        assert [s for s, _ in read[LOSS_TAG]] == list(range(31)), k
