@@ -106,9 +106,8 @@ class RankMonitor:
         self._schedule_at_begin: tuple[int, int] | None = None
         # the window: busy times by step % window, the rows not handed over yet, the cost measured
         self._busy_ms = np.full(self.settings.window, np.nan)
-        self._rows: list[list[float]] = []
-        self._steps: list[int] = []
-        self._walls: list[float] = []
+        # (step, wall time, row): one append a step, so that a flush from another thread (an abort) takes whole rows
+        self._rows: list[tuple[int, float, list[float]]] = []
         self._spent_ns = self._window_step_ns = self._window_steps = 0
         hooks.add_recorder(self)
         if callable(getattr(writer, "add_flush_callback", None)):
@@ -137,10 +136,8 @@ class RankMonitor:
         at_end = self.schedule.read() if at_begin is not None else None
         cpu_wait = 0 if at_end is None else cpu_wait_ns(at_end[0] - at_begin[0], at_end[1] - at_begin[1], wait_ns,
                                                        busy_ns)
-        self._rows.append([step_ns / 1e6, data_ns / 1e6, allreduce_ns / 1e6, wait_ns / 1e6, float(nbytes),
-                           cpu_wait / 1e6])
-        self._steps.append(step)
-        self._walls.append(_wall())
+        self._rows.append((step, _wall(), [step_ns / 1e6, data_ns / 1e6, allreduce_ns / 1e6, wait_ns / 1e6,
+                                           float(nbytes), cpu_wait / 1e6]))
         window = self.settings.window
         self._busy_ms[step % window] = (busy_ns - cpu_wait) / 1e6
         self._window_step_ns += step_ns
@@ -189,10 +186,10 @@ class RankMonitor:
     # ---- writing and lifetime --------------------------------------------------------------------------
     def flush(self) -> None:
         """Hand the rows kept so far to the writer (also called at the start of the writer's ``flush()``)."""
-        if not self._steps:
+        kept, self._rows = self._rows, []
+        if not kept:
             return
-        rows, steps, walls = self._rows, self._steps, self._walls
-        self._rows, self._steps, self._walls = [], [], []
+        steps, walls, rows = zip(*kept)
         if self._add_rows is not None:
             self._add_rows(tag_names.RANK_STEP_TAGS, rows, steps, walls)
             return
