@@ -10,7 +10,6 @@ sliced with other processes, were over the 15 % margin on up to 19-20 of 20 step
 while the planted straggler was over it on 14-20 of 20 (2 and 4 ranks). The healthy job runs on 2 ranks only: with 4
 ranks on 2 cores a step is mostly CPU wait (25-43 ms of 30-53) and the busy time left is a small, noisy difference;
 one healthy 4-rank job in 7 raised a straggler alert."""
-"""
 from __future__ import annotations
 
 import gzip
