@@ -77,7 +77,8 @@ class ReplicaCheck:
         own_checksum = combined_checksum(own)
         return Alert(keys.REPLICA_DIVERGENCE, "error", rank_name(self.rank),
                      f"{rank_name(self.rank)}'s parameters differ from {rank_name(REFERENCE_RANK)}'s at step {step}: "
-                     f"{len(differing)} of {len(own)} ({shown}); checksum {own_checksum:06x} vs {reference_checksum:06x}",
+                     f"{len(differing)} of {len(own)} ({shown}); checksum {own_checksum:06x} vs "
+                     f"{reference_checksum:06x}",
                      step, evidence={keys.PARAMETERS: [self.names[i] for i in named],
                                      keys.CHECKSUM: own_checksum, keys.REFERENCE_CHECKSUM: reference_checksum,
                                      keys.REFERENCE_RANK: REFERENCE_RANK, keys.RANK: self.rank,

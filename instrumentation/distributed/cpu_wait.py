@@ -9,7 +9,8 @@ SCHEDSTAT = "/proc/thread-self/schedstat"  # "<ns on a CPU> <ns ready, waiting f
 
 class ThreadSchedule:
     """``read()``: (ns on a CPU, ns waiting for one) of the thread that first called it, or None without the file
-    (not Linux, or a kernel without schedstats; then every later read is None too). One ``pread`` a call (≈ 0.4 µs)."""
+    (not Linux, or a kernel without schedstats; then every later read is None too). One ``pread`` a call
+    (≈ 0.4 µs)."""
 
     def __init__(self, path: str = SCHEDSTAT) -> None:
         self.path = path

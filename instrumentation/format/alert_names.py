@@ -47,8 +47,9 @@ LARGEST_FREE_BLOCK = "largest_free_block"
 THRESHOLD = "threshold"  # the share above which the alert fires
 
 # Evidence keys of a straggler alert (instrumentation/distributed/straggler.py): the window's first and last step, the
-# rank's median busy time (step time - allreduce wait - data wait - CPU wait) over the window, the median over the window of the
-# other ranks' median busy time at each step, their ratio, the margin and the steps needed, and the steps over it.
+# rank's median busy time (step time - allreduce wait - data wait - CPU wait) over the window, the median over the
+# window of the other ranks' median busy time at each step, their ratio, the margin and the steps needed, and the steps
+# over it.
 RANK = "rank"
 WORLD_SIZE = "world_size"
 WINDOW_STEPS = "window_steps"  # [first, last]
