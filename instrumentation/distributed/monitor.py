@@ -128,20 +128,10 @@ class RankMonitor:
 
     def step_end(self, event: hooks.StepEvent) -> None:
         began = _now_ns()
-        step, step_ns = event.step, event.duration_ns
-        allreduce_ns, nbytes = step_comm(self._comm, event.time_ns - step_ns, event.time_ns) if self._comm else (0, 0)
-        wait_ns, data_ns, at_begin = self._wait_ns, self._data_ns, self._schedule_at_begin
-        self._comm, self._wait_ns, self._data_ns, self._schedule_at_begin = [], 0, 0, None
-        busy_ns = max(step_ns - wait_ns - data_ns, 0)
-        at_end = self.schedule.read() if at_begin is not None else None
-        cpu_wait = 0 if at_end is None else cpu_wait_ns(at_end[0] - at_begin[0], at_end[1] - at_begin[1], wait_ns,
-                                                       busy_ns)
-        self._rows.append((step, _wall(), [step_ns / 1e6, data_ns / 1e6, allreduce_ns / 1e6, wait_ns / 1e6,
-                                           float(nbytes), cpu_wait / 1e6]))
+        step = event.step
+        # NOTE: the step's figures fail alone: the collective calls below must happen whatever (the others wait)
+        self._guard.call("the step's figures", self._record, event)
         window = self.settings.window
-        self._busy_ms[step % window] = (busy_ns - cpu_wait) / 1e6
-        self._window_step_ns += step_ns
-        self._window_steps += 1
         if (step + 1) % window == 0:
             if self.world_size > 1:
                 self._guard.call("the straggler check", self._straggler_check, step)
@@ -153,6 +143,22 @@ class RankMonitor:
         self._spent_ns += _now_ns() - began
         if (step + 1) % window == 0:
             self._guard.call("writing its own cost", self._write_cost, step)
+
+    def _record(self, event: hooks.StepEvent) -> None:
+        """The step's row and busy time from what the recorder methods gathered."""
+        step, step_ns = event.step, event.duration_ns
+        allreduce_ns, nbytes = step_comm(self._comm, event.time_ns - step_ns, event.time_ns) if self._comm else (0, 0)
+        wait_ns, data_ns, at_begin = self._wait_ns, self._data_ns, self._schedule_at_begin
+        self._comm, self._wait_ns, self._data_ns, self._schedule_at_begin = [], 0, 0, None
+        busy_ns = max(step_ns - wait_ns - data_ns, 0)
+        at_end = self.schedule.read() if at_begin is not None else None
+        cpu_wait = 0 if at_end is None else cpu_wait_ns(at_end[0] - at_begin[0], at_end[1] - at_begin[1], wait_ns,
+                                                       busy_ns)
+        self._rows.append((step, _wall(), [step_ns / 1e6, data_ns / 1e6, allreduce_ns / 1e6, wait_ns / 1e6,
+                                           float(nbytes), cpu_wait / 1e6]))
+        self._busy_ms[step % self.settings.window] = (busy_ns - cpu_wait) / 1e6
+        self._window_step_ns += step_ns
+        self._window_steps += 1
 
     # ---- periodic work ---------------------------------------------------------------------------------
     def _straggler_check(self, step: int) -> None:

@@ -13,7 +13,7 @@ from instrumentation.distributed.straggler import StragglerSettings, Verdict, co
 from instrumentation.format import alert_names as keys
 from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
 from instrumentation.summary import SummaryWriter
-from rank_threads import play_step, run_ranks
+from rank_threads import CommEvent, play_step, run_ranks
 
 WINDOW = 20
 
@@ -109,3 +109,18 @@ def test_compare_takes_the_median_of_the_others_and_skips_steps_without_figures(
     assert [s >= 1.15 * o for s, o in zip(slow[3], [10.0, 11.0, 10.0, 10.5])] == [True, True, True, True]
     assert (verdict.steps_over, verdict.straggler) == (4, True)
     assert compare(slow[:1], 0, settings) is None  # a single rank has nobody to compare with
+
+
+def test_a_rank_whose_step_figures_fail_still_joins_the_exchange(tmp_path: Path, capsys) -> None:
+    # rank 1's events are malformed at every step: its figures are skipped (reported once), but it makes the window's
+    # all_gather like every rank (a rank that skipped it would leave the others waiting: the group's barrier breaks)
+    def rank_body(rank: int, member) -> list:
+        with SummaryWriter(tmp_path / f"rank{rank}") as writer, RankMonitor(writer, group=member) as monitor:
+            for step in range(WINDOW):
+                if rank == 1:
+                    monitor.communication(CommEvent("allreduce", 0, 8, None, None, step))  # no times: it fails
+                play_step(monitor, step, step_ms=12.0)
+        return member.group.calls[rank]
+
+    assert run_ranks(2, rank_body) == [1, 1]
+    assert capsys.readouterr().err.count("the step's figures failed") == 1
