@@ -7,7 +7,7 @@
     step with one blocking AllReduce of all gradients after backward (target ≤ 0.85×);
 (c) scaling efficiency 1 → 2 ranks, same per-rank batch: samples/s on 2 ranks / (2 × samples/s on 1 rank).
 
-    python bench/distributed.py [--steps 20] [--comm-thread]
+    python bench/distributed.py [--steps 20]
 
 Every rank runs with OMP_NUM_THREADS=1 (one core per rank). Times are medians over the repeats.
 """
@@ -124,9 +124,7 @@ def _step_worker(kind: str, steps: int) -> dict:
     return {mode: statistics.median(t) for mode, t in times.items()} | {"param_bytes": int(setups[0].flat.nbytes)}
 
 
-def _worker(kind: str, out: str, steps: int, comm_thread: bool) -> None:
-    from engine.distributed import reducer
-    reducer.COMM_THREAD = comm_thread
+def _worker(kind: str, out: str, steps: int) -> None:
     result = _allreduce_worker(steps) if kind == "allreduce" else _step_worker(kind, steps)
     import engine.distributed as dist
     if dist.rank() == 0:
@@ -135,12 +133,11 @@ def _worker(kind: str, out: str, steps: int, comm_thread: bool) -> None:
 
 # --- the driver ----------------------------------------------------------------------------------------------------
 
-def _run(kind: str, ranks: int, steps: int, comm_thread: bool) -> dict:
+def _run(kind: str, ranks: int, steps: int) -> dict:
     from engine.distributed.launch import environment, find_mpiexec
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         worker = [sys.executable, __file__, "--worker", kind, str(out), "--steps", str(steps)]
-        worker += ["--comm-thread"] if comm_thread else []
         command = worker if kind == "local" else [find_mpiexec(), "--oversubscribe", "-n", str(ranks), *worker]
         env = environment()
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
@@ -152,25 +149,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--worker", nargs=2, metavar=("KIND", "OUT"))
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--comm-thread", action="store_true",
-                        help="DDP runs its AllReduces on a communication thread instead of Iallreduce + Test")
     options = parser.parse_args()
     if options.worker:
-        _worker(*options.worker, options.steps, options.comm_thread)
+        _worker(*options.worker, options.steps)
         return
     steps = options.steps
     print(f"(a) AllReduce, 2 ranks, float32, median of {steps}")
     print(f"{'MiB':>5} {'raw ms':>9} {'engine ms':>10} {'raw GB/s':>9} {'throughput ratio':>17}")
-    a = _run("allreduce", 2, steps, False)
+    a = _run("allreduce", 2, steps)
     for mib in SIZES_MIB:
         raw, ours = a["raw"][str(mib)], a["engine"][str(mib)]
         print(f"{mib:>5} {raw * 1e3:9.2f} {ours * 1e3:10.2f} {mib / 1024 / raw:9.2f} {raw / ours:16.3f}x")
-    mode = "communication thread" if options.comm_thread else "Iallreduce + Test"
     print(f"\n(b) 2-rank step, MLP {LAYERS} x Linear({WIDTH}, {WIDTH}) + ReLU, batch {BATCH}/rank, float32, SGD; "
-          f"DDP progress: {mode}; the modes take turns step by step")
-    local_before = _run("local", 1, steps, False)["nocomm"]
-    b = _run("steps", 2, steps, options.comm_thread)
-    local = min(local_before, _run("local", 1, steps, False)["nocomm"])
+          "the modes take turns step by step")
+    local_before = _run("local", 1, steps)["nocomm"]
+    b = _run("steps", 2, steps)
+    local = min(local_before, _run("local", 1, steps)["nocomm"])
     print(f"{b['param_bytes'] / 2**20:.1f} MiB of gradients per step")
     print(f"{'step':<44} {'ms':>8} {'vs blocking':>12}")
     labels = {"blocking": "one blocking AllReduce after backward", "ddp": "DDP, 25 MiB buckets",

@@ -1,18 +1,22 @@
-"""Gradient averaging for DistributedDataParallel: flat buckets, each AllReduced (non-blocking) as soon as all its
-parameters' gradients are final during backward, all waited for before the optimizer updates a parameter.
+"""Gradient averaging for DistributedDataParallel: flat buckets, each AllReduced as soon as all its parameters'
+gradients are final during backward, all waited for before the optimizer updates a parameter.
 
 Buckets hold parameters in reverse order (the order backward finishes them), at most ``cap_bytes`` each (a larger
 parameter gets a bucket of its own) and one dtype each. A post-accumulate-grad hook copies a finished gradient into
-its bucket's flat buffer; buckets are launched strictly in index order on every rank (MPI matches non-blocking
-collectives by call order, so a rank where an earlier bucket is not complete yet holds the later ones back), and
-outstanding requests are progressed (``Test``) at every hook call. ``finish()`` launches what is left (a parameter
-without a gradient this step contributes zeros), waits, and writes the averages into ``.grad``.
+its bucket's flat buffer (and makes ``.grad`` a view of it); a complete bucket is handed to this reducer's
+communication thread, which AllReduces the buckets one after the other, blocking, on a communicator of its own, while
+backward goes on (measured against non-blocking ``Iallreduce`` + ``Test`` on the training thread, which MPI over
+shared memory progresses only inside MPI calls: docs/distributed.md, *Speed*). Buckets are launched strictly in
+index order (every rank must issue the same collectives in the same order), so a complete bucket waits while an
+earlier one is not. ``finish()`` launches what is left (a parameter without a gradient this step contributes
+zeros), waits, and leaves the averages in ``.grad``.
 """
 from __future__ import annotations
 
 import queue
 import threading
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -25,23 +29,18 @@ from engine.tensor import Tensor
 
 _now = time.perf_counter_ns
 _new_event = tuple.__new__
-COMM_THREAD = False  # (measured in bench/distributed.py) blocking Allreduce on a thread instead of Iallreduce+Test
 
 
-class _CommThread:
-    """Runs the launched buckets' AllReduces one after the other, blocking, on a communicator of its own."""
-
-    def __init__(self, comm: Any, mpi: Any) -> None:
-        self.comm, self.mpi = comm, mpi
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._run, name="engine-ddp-comm", daemon=True).start()
-
-    def _run(self) -> None:
-        while True:
-            bucket = self.queue.get()
-            self.comm.Allreduce(self.mpi.IN_PLACE, bucket.flat, self.mpi.SUM)
-            bucket.end_ns = _now()
-            bucket.done.set()
+def _communicate(comm: Any, mpi: Any, work: queue.SimpleQueue) -> None:
+    """The communication thread: AllReduce (sum, in place) each bucket put in ``work``, in order; None stops it.
+    An MPI error is kept on the bucket and raised by ``finish()`` on the training thread."""
+    while (bucket := work.get()) is not None:
+        try:
+            comm.Allreduce(mpi.IN_PLACE, bucket.flat, mpi.SUM)
+        except BaseException as error:  # noqa: BLE001 - handed to the training thread
+            bucket.error = error
+        bucket.end_ns = _now()
+        bucket.done.set()
 
 
 class Bucket:
@@ -58,8 +57,8 @@ class Bucket:
         self.ready = [False] * len(params)
         self.grads: list[Tensor | None] = [None] * len(params)  # .grad as a view of ``flat`` (same array type)
         self.ready_count = 0
-        self.request: Any = None
-        self.done = threading.Event()
+        self.done = threading.Event()  # set by the communication thread when the AllReduce completed
+        self.error: BaseException | None = None
         self.start_ns = self.end_ns = 0
 
     def view(self, slot: int) -> Any:
@@ -91,9 +90,12 @@ class Reducer:
         self.enabled = True  # False inside no_sync(): gradients accumulate locally
         self.active = False  # a gradient was marked ready since the last finish()
         self.next_bucket = 0  # the next bucket to launch
-        self.outstanding: list[Bucket] = []  # launched, completion not observed yet
+        self.outstanding: list[Bucket] = []  # launched, not waited for yet
         self.handles = [p.register_post_accumulate_grad_hook(self.grad_ready) for p in params]
-        self.thread = _CommThread(group.comm.Dup(), group.MPI) if COMM_THREAD else None
+        self.work: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=_communicate, args=(group.comm.Dup(), group.MPI, self.work), daemon=True,
+                         name="engine-ddp-communication").start()
+        weakref.finalize(self, self.work.put, None)  # the thread ends with its reducer
 
     def remove_hooks(self) -> None:
         for handle in self.handles:
@@ -127,8 +129,6 @@ class Reducer:
         self.active = True
         if bucket.ready_count == len(bucket.params):
             self._launch_ready()
-        elif self.outstanding:
-            self._progress()
 
     def _allocate(self, bucket: Bucket, like: Any) -> None:
         on_device = self.group.cuda_aware and is_device_array(like)
@@ -140,24 +140,13 @@ class Reducer:
         while self.next_bucket < len(buckets) and buckets[self.next_bucket].ready_count == len(
                 buckets[self.next_bucket].params):
             self._launch(buckets[self.next_bucket])
-        self._progress()
 
     def _launch(self, bucket: Bucket) -> None:
         bucket.start_ns = _now()
-        if self.thread is not None:
-            bucket.done.clear()
-            self.thread.queue.put(bucket)
-        else:
-            bucket.request = self.group.comm.Iallreduce(self.group.MPI.IN_PLACE, bucket.flat, self.group.MPI.SUM)
+        bucket.done.clear()
+        self.work.put(bucket)
         self.outstanding.append(bucket)
         self.next_bucket += 1
-
-    def _progress(self) -> None:
-        """Let MPI move the outstanding AllReduces on; note the ones that completed."""
-        for bucket in tuple(self.outstanding):
-            if bucket.done.is_set() if self.thread is not None else bucket.request.Test():
-                bucket.end_ns = _now()
-                self.outstanding.remove(bucket)
 
     # --- before the optimizer step -------------------------------------------------------------------------
 
@@ -174,12 +163,14 @@ class Reducer:
                     bucket.view(slot)[...] = 0
             self._launch(bucket)
         for bucket in self.outstanding:
-            if self.thread is not None:
-                bucket.done.wait()
-                continue
-            bucket.request.Wait()
-            bucket.end_ns = _now()
+            bucket.done.wait()
         self.outstanding.clear()
+        failed = next((b for b in self.buckets if b.error is not None), None)
+        if failed is not None:
+            error, failed.error = failed.error, None
+            self._reset()
+            raise RuntimeError(f"DistributedDataParallel: the AllReduce of gradient bucket {failed.index} failed: "
+                               f"{error}") from error
         wait_ns = _now() - start_ns
         scale = 1.0 / self.group.size
         for bucket in self.buckets:
@@ -211,6 +202,5 @@ class Reducer:
         for bucket in self.buckets:
             bucket.ready = [False] * len(bucket.params)
             bucket.ready_count = 0
-            bucket.request = None
         self.next_bucket = 0
         self.active = False

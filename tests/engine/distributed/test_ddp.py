@@ -1,7 +1,7 @@
 """DistributedDataParallel on 2 and 4 MPI ranks against a single process with the same global batch (float64: the
 averaged gradients differ from the single-process ones by summation order only, ~1e-16, so 1e-6 is a real bound),
 parameters identical on every rank after every step, gradient accumulation with no_sync(), the bucket events, a
-parameter used on one rank only, dropout masks that differ per rank."""
+parameter used on one rank only, dropout masks that differ per rank, buffers broadcast from rank 0."""
 from __future__ import annotations
 
 import json
@@ -78,5 +78,8 @@ def test_unused_parameters_dropout_and_a_second_backward(tmp_path):
         np.testing.assert_allclose(res[r]["extra_grad"], res[0]["local_extra_grad"] / n, rtol=1e-12)
         assert "got a gradient twice" in str(res[r]["twice_error"]) and "no_sync" in str(res[r]["twice_error"])
     assert np.abs(res[0]["local_extra_grad"]).sum() > 0
+    np.testing.assert_array_equal(res[1]["buffers_after_wrap"], np.ones(3))  # rank 0's value 1.0
+    assert not np.array_equal(res[0]["buffers_after_train_forward"], res[1]["buffers_after_train_forward"])
+    np.testing.assert_array_equal(res[1]["buffers_after_eval_forward"], res[0]["buffers_after_train_forward"])
     disagree = (res[0]["dropout_mask"] != res[1]["dropout_mask"]).mean()
     assert 0.3 < disagree < 0.7, disagree

@@ -1,10 +1,11 @@
 """The DDP reducer in one process against a scripted communicator (the other rank contributes ones): buckets in
-reverse parameter order under the cap, launched during backward strictly in index order, unused parameters sent
-as zeros, averages written into .grad (a view of the bucket), device gradients staged through host memory (the
-CPU CUDA emulator), the events."""
+reverse parameter order under the cap, launched during backward strictly in index order (to the communication
+thread), unused parameters sent as zeros, averages written into .grad (a view of the bucket), device gradients
+staged through host memory (the CPU CUDA emulator), the events, a failed AllReduce."""
 from __future__ import annotations
 
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -22,30 +23,19 @@ import cuda_emulator  # noqa: E402
 IN_PLACE, SUM = object(), object()
 
 
-class Request:
-    def __init__(self, buffer, log):
-        self.buffer, self.log, self.done = buffer, log, False
-
-    def Test(self):
-        if not self.done:  # completes at its first Test: the other rank's ones are added
-            self.buffer += 1
-            self.done = True
-            self.log.append(("complete", self.buffer.size))
-            return False
-        return True
-
-    def Wait(self):
-        self.Test()
-
-
 class Comm:
+    """The reducer's communicator, scripted: the other rank contributes ones; the calls are logged."""
+
     def __init__(self):
         self.log = []
 
-    def Iallreduce(self, send, buffer, op):
+    def Dup(self):
+        return self
+
+    def Allreduce(self, send, buffer, op):
         assert send is IN_PLACE and op is SUM and buffer.flags.c_contiguous
-        self.log.append(("launch", buffer.size, hooks.current_phase()))
-        return Request(buffer, self.log)
+        buffer += 1
+        self.log.append(buffer.size)
 
 
 def _group():
@@ -78,12 +68,13 @@ def test_buckets_launch_during_backward_in_index_order_and_the_average_lands_in_
     loss = (model(x) ** 2).sum()
     local = engine.grad(loss, list(model.parameters()), retain_graph=True)
     loss.backward()
-    launches = [entry for entry in group.comm.log if entry[0] == "launch"]
-    assert [size for _, size, _ in launches] == [b.numel for b in reducer.buckets]  # all of them, in index order
-    assert all(phase == "backward" for _, _, phase in launches)
+    backward_end_ns = time.perf_counter_ns()
+    assert reducer.next_bucket == len(reducer.buckets)  # every bucket was launched before backward returned
+    assert all(b.start_ns < backward_end_ns for b in reducer.buckets)
     for p, g in zip(model.parameters(), local):
         expected[id(p)] = (g.numpy() + 1) / 2  # (own + the other rank's ones) / 2
     reducer.finish()
+    assert group.comm.log == [b.numel for b in reducer.buckets]  # AllReduced in index order
     for p in model.parameters():
         np.testing.assert_allclose(p.grad.numpy(), expected[id(p)], rtol=1e-12)
         bucket, slot = reducer.slot_of[id(p)]
@@ -99,11 +90,11 @@ def test_complete_buckets_wait_for_an_earlier_incomplete_one_whose_missing_gradi
     assert reducer.slot_of[id(last_bias)][0].index == 0 and len(reducer.buckets) > 2
     last_bias.requires_grad_(False)  # no gradient this step: bucket 0 stays incomplete
     (model(engine.tensor(np.ones((2, 3)))) ** 2).sum().backward()
-    assert [e for e in group.comm.log if e[0] == "launch"] == []  # the later, complete buckets were held back
+    assert reducer.next_bucket == 0 and group.comm.log == []  # the later, complete buckets were held back
+    assert all(b.ready_count == len(b.params) for b in reducer.buckets[1:])
     last_bias.requires_grad_(True)
     reducer.finish()
-    launches = [e for e in group.comm.log if e[0] == "launch"]
-    assert [size for _, size, _ in launches] == [b.numel for b in reducer.buckets]
+    assert group.comm.log == [b.numel for b in reducer.buckets]
     np.testing.assert_array_equal(last_bias.grad.numpy(), np.full(2, 0.5))  # (0 + the other rank's 1) / 2
 
 
@@ -157,6 +148,21 @@ def test_a_second_backward_before_the_step_is_refused():
     with pytest.raises(RuntimeError, match="got a gradient twice before the optimizer step.*no_sync"):
         loss.backward()
     reducer.remove_hooks()
+
+
+def test_a_failed_allreduce_is_raised_on_the_training_thread():
+    model = _model()
+    group = _group()
+
+    def broken(send, buffer, op):
+        raise OSError("MPI_ERR_TRUNCATE: message truncated")
+
+    group.comm.Allreduce = broken
+    reducer = Reducer(list(model.parameters()), group, cap_bytes=1 << 20)
+    (model(engine.tensor(np.ones((2, 3)))) ** 2).sum().backward()
+    with pytest.raises(RuntimeError, match="AllReduce of gradient bucket 0 failed: MPI_ERR_TRUNCATE"):
+        reducer.finish()
+    assert not reducer.active
 
 
 def test_staging_copies_only_what_mpi_cannot_use_in_place(monkeypatch):

@@ -41,6 +41,17 @@ out["params"] = np.concatenate([p.numpy().ravel() for p in model.parameters()]) 
 
 out["dropout_mask"] = nn.functional.dropout(engine.tensor(np.ones(2000)), 0.5).numpy()
 
+norm = nn.Sequential(nn.Linear(4, 3, dtype="float64"), nn.BatchNorm1d(3, dtype="float64"))
+norm[1].running_mean.numpy()[...] = rank + 1.0  # rank-dependent buffers: the wrapper makes them rank 0's
+with_buffers = dist.DistributedDataParallel(norm)
+out["buffers_after_wrap"] = norm[1].running_mean.numpy().copy()
+with_buffers(x)  # training mode: each rank updates its running statistics from its own batch
+out["buffers_after_train_forward"] = norm[1].running_mean.numpy().copy()
+with_buffers.eval()
+with_buffers(x)  # broadcast first (rank 0's), and eval does not update them
+out["buffers_after_eval_forward"] = norm[1].running_mean.numpy().copy()
+with_buffers.finish_gradient_sync()
+
 loss = (ddp(x, use_extra=True) ** 2).mean()
 loss.backward(retain_graph=True)
 try:
