@@ -16,7 +16,7 @@ NO_MPI = "skipped: no MPI here (pip install 'flowscope[mpi]' brings mpi4py and O
 LAUNCHER_NOT_FOUND = 127  # engine.distributed.launch's exit code when it finds no mpiexec
 
 
-def straggler(run_dir: str, seed: int, steps: int = 80) -> str:
+def straggler(run_dir: str, seed: int, steps: int = 120) -> str:
     """Train the job into ``run_dir/rank0`` and ``run_dir/rank1``; the outcome, or why it was skipped."""
     if importlib.util.find_spec("mpi4py") is None:
         return NO_MPI
