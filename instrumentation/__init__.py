@@ -9,9 +9,10 @@ if TYPE_CHECKING:
     from instrumentation.memory import MemoryTracker
     from instrumentation.system import SystemSampler
     from instrumentation.profiler import OnDemandCapture, profile, schedule, span
+    from instrumentation.distributed import RankMonitor, rank_logdir
 
-__all__ = ["DynamicsThresholds", "MemoryTracker", "OnDemandCapture", "SummaryWriter", "SystemSampler", "profile",
-           "schedule", "span", "watch"]
+__all__ = ["DynamicsThresholds", "MemoryTracker", "OnDemandCapture", "RankMonitor", "SummaryWriter", "SystemSampler",
+           "profile", "rank_logdir", "schedule", "span", "watch"]
 
 
 def __getattr__(name: str) -> Any:
@@ -24,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from instrumentation import monitor
 
         return getattr(monitor, name)
+    if name in ("RankMonitor", "rank_logdir"):
+        from instrumentation import distributed
+
+        return getattr(distributed, name)
     if name == "MemoryTracker":
         from instrumentation.memory import MemoryTracker
 

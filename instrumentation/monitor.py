@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from instrumentation.budget import DEFAULT_BUDGET, check_budget, check_every
+from instrumentation.distributed import RankMonitor, rank_and_world_size
 from instrumentation.dynamics import DynamicsThresholds, Watch
 from instrumentation.memory import MemoryTracker
 from instrumentation.profiler import OnDemandCapture
@@ -16,7 +17,7 @@ MEMORY_SHARE = 0.3  # of watch()'s budget, for its memory tracker (the rest for 
 def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int | None = None,
           histograms_every: int = 100, optimizer: Any = None, check_numerics: bool = False,
           raise_on_nonfinite: bool = True, thresholds: DynamicsThresholds | None = None, memory: bool = True,
-          memory_stacks: bool = False, capture_requests: bool = True) -> Watch:
+          memory_stacks: bool = False, capture_requests: bool = True, ranks: bool | None = None) -> Watch:
     """Observe ``model`` (an ``engine.nn.Module``) while it trains and write to ``writer`` (a ``SummaryWriter``).
 
     Every k steps: ``grad_norm/<param>``, ``update_ratio/<param>`` (‖Δw‖/‖w‖ of the update the optimizer
@@ -37,6 +38,12 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
     alerts; ``memory_stacks`` records allocation stacks, which costs more). ``capture_requests``: answer the
     board's Capture button (a request file in the run directory, checked at the sampled steps' ends). Both are closed
     with the handle.
+
+    ``ranks``: also attach a ``RankMonitor`` (per-step ``perf/allreduce_ms``, ``perf/allreduce_wait_ms``,
+    ``perf/comm_bytes`` and step/data times, ``dist/param_checksum``, ``straggler`` and ``replica_divergence`` alerts);
+    None (default): when ``engine.distributed`` is initialised with more than one rank. The monitor then writes
+    ``perf/step_time_ms`` and ``perf/data_time_ms`` at every step (the same steps on every rank) and the handle does
+    not.
     """
     budget = check_budget("watch", budget)
     every = check_every("watch", every)
@@ -48,6 +55,9 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
     if not isinstance(getattr(writer, "log_dir", None), str) or not callable(getattr(writer, "add_scalar", None)):
         raise TypeError(f"watch: writer must be a SummaryWriter (with log_dir and add_scalar), got "
                         f"{type(writer).__name__}")
+    if ranks is not None and not isinstance(ranks, bool):
+        raise TypeError(f"watch: ranks must be None (a RankMonitor when distributed with > 1 rank), True or False, "
+                        f"got {ranks!r}")
     if thresholds is not None and not isinstance(thresholds, DynamicsThresholds):
         raise TypeError(f"watch: thresholds must be a DynamicsThresholds, got {type(thresholds).__name__}")
     handle = Watch(model, writer, every=every, histograms_every=histograms_every, optimizer=optimizer,
@@ -56,6 +66,10 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
     if memory:
         handle.attach(MemoryTracker(writer, model=model, stacks=memory_stacks, budget=budget * MEMORY_SHARE,
                                     every=None if every is None else 1))
+    if ranks is None:
+        ranks = rank_and_world_size()[1] > 1
+    if ranks:
+        handle.attach(RankMonitor(writer, model))
     if capture_requests:
         handle.serve_captures(OnDemandCapture(writer.log_dir))
     return handle

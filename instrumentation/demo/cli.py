@@ -10,14 +10,17 @@ from instrumentation.demo.common import fresh_run_dir
 from instrumentation.demo.live import train_live
 from instrumentation.demo.runs import RUNS, DemoRun
 from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
+from instrumentation.format.ranks import rank_of
 
 
 def raised_kinds(run_dir: str) -> list[str]:
-    """The alert kinds a run wrote, in the order first raised, each once."""
+    """The alert kinds a run (and its ``rank<k>`` sub-runs) wrote, in the order first raised, each once."""
     kinds: list[str] = []
-    for alert in AlertReader(os.path.join(run_dir, ALERTS_RELPATH)).read():
-        if alert.kind not in kinds:
-            kinds.append(alert.kind)
+    ranks = sorted(name for name in os.listdir(run_dir) if rank_of(name) is not None) if os.path.isdir(run_dir) else []
+    for directory in [run_dir] + [os.path.join(run_dir, name) for name in ranks]:
+        for alert in AlertReader(os.path.join(directory, ALERTS_RELPATH)).read():
+            if alert.kind not in kinds:
+                kinds.append(alert.kind)
     return kinds
 
 

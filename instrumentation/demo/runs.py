@@ -11,7 +11,7 @@ import numpy as np
 import engine
 from engine import nn
 from engine.nn import functional as F
-from instrumentation.demo import media
+from instrumentation.demo import media, multirank
 from instrumentation.demo.common import (EpochSchedule, ValidationLogger, accuracy, digits, instrumented,
                                          start_run)
 from instrumentation.format import alert_names as kinds
@@ -294,5 +294,7 @@ RUNS = (
     DemoRun("logits-leak", "every step's logits kept in a list", (kinds.LEAK,), leak),
     DemoRun("out-of-memory", "a batch size that doubles each epoch under a 3 MiB engine memory limit", (kinds.OOM,),
             out_of_memory),
+    DemoRun("ranks-straggler", "2 data-parallel ranks on MPI, rank 1 slow: the multi-rank view finds it",
+            (kinds.STRAGGLER,), multirank.straggler),
     DemoRun("hparams-media", "hyperparameters, a markdown report, misclassified digits, PR curves", (), media_run),
 )

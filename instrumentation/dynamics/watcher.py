@@ -90,6 +90,7 @@ class Watch:
         self.optimizer = optimizer
         self.alerts: list[Alert] = []
         self.closed = False
+        self.step_times_elsewhere = False  # a RankMonitor writes perf/step_time_ms and perf/data_time_ms at every step
         self._alert_writer = AlertWriter(writer.log_dir)
         self._rules = DynamicsRules(thresholds)
         self._loss_rule = self._rules.loss
@@ -126,6 +127,8 @@ class Watch:
         self._window_ns = 0  # the training thread's CPU time then
         self.numerics = NumericsObserver(self._report, raise_on_nonfinite) if check_numerics else None
         hooks.add_recorder(self)
+        if callable(getattr(writer, "add_flush_callback", None)):  # a flush (an abort's too) has the losses so far
+            writer.add_flush_callback(self._hand_over)
         if self.numerics is not None:
             self.numerics.attach()
             self._add_sampler()  # NOTE: the parameters' check runs at every step
@@ -138,9 +141,12 @@ class Watch:
 
     # ---- lifetime -------------------------------------------------------------------------------------
     def attach(self, component: Any) -> Any:
-        """Close ``component`` (anything with ``close()``) when this handle closes; returns it."""
+        """Close ``component`` (anything with ``close()``) when this handle closes; returns it. A component that
+        ``writes_step_times`` (a ``RankMonitor``) takes ``perf/step_time_ms`` and ``perf/data_time_ms`` over."""
         if not callable(getattr(component, "close", None)):
             raise TypeError(f"watch: attach() needs an object with close(), got {type(component).__name__}")
+        if getattr(component, "writes_step_times", False):  # a RankMonitor: every step's, on every rank
+            self.step_times_elsewhere = True
         self._components.append(component)
         return component
 
@@ -160,13 +166,20 @@ class Watch:
         hooks.remove_recorder(self._sampler)
         self._sampler_added = False
         self._remove_forward_hooks()
-        self._guard.call("writing the last scalars", self._scalars.flush)
-        self._guard.call("writing the last losses", self._write_losses)
+        remove = getattr(self.writer, "remove_flush_callback", None)
+        if callable(remove):
+            remove(self._hand_over)
+        self._hand_over()
         if self.numerics is not None:
             self.numerics.detach()
         for component in reversed(self._components):
             self._guard.call(f"closing {type(component).__name__}", component.close)
         self._components.clear()
+
+    def _hand_over(self) -> None:
+        """Give the writer the scalars and losses kept so far (at ``close()`` and each writer ``flush()``)."""
+        self._guard.call("writing the last scalars", self._scalars.flush)
+        self._guard.call("writing the last losses", self._write_losses)
 
     def __enter__(self) -> Watch:
         return self
@@ -331,8 +344,9 @@ class Watch:
     def _step_scalars(self, event: hooks.StepEvent) -> None:
         step_time_ms = event.duration_ns / 1e6
         add = self._scalars.add
-        add(tag_names.STEP_TIME_MS, step_time_ms, event.step)
-        add(tag_names.DATA_TIME_MS, self._data_wait_ns / 1e6, event.step)
+        if not self.step_times_elsewhere:
+            add(tag_names.STEP_TIME_MS, step_time_ms, event.step)
+            add(tag_names.DATA_TIME_MS, self._data_wait_ns / 1e6, event.step)
         if self._batch_size and step_time_ms > 0:
             add(tag_names.SAMPLES_PER_SEC, self._batch_size * 1e3 / step_time_ms, event.step)
         if self._kept_losses and _wall() - self._kept_losses[0][2] > LOSS_LATENCY_S:

@@ -11,8 +11,11 @@ LEAK = "leak"
 OOM = "oom"
 FRAGMENTATION = "fragmentation"
 INPUT_BOUND = "input_bound"
+STRAGGLER = "straggler"  # a rank busier than the others (its subject: "rank<k>")
+REPLICA_DIVERGENCE = "replica_divergence"  # a rank whose parameters differ from rank 0's (subject: "rank<k>")
 KINDS = (NONFINITE, EXPLODING_GRADIENT, VANISHING_GRADIENT, DEAD_UNITS, LOSS_SPIKE, LEAK, OOM, FRAGMENTATION,
-         INPUT_BOUND)
+         INPUT_BOUND, STRAGGLER, REPLICA_DIVERGENCE)
+DISTRIBUTED_KINDS = (STRAGGLER, REPLICA_DIVERGENCE)  # written by the rank monitor into the concerned rank's run
 MEMORY_KINDS = (OOM, LEAK, FRAGMENTATION)  # their evidence is shown on the Memory page
 
 # Evidence keys of memory alerts.
@@ -42,3 +45,26 @@ ALLOCATED_BYTES = "allocated_bytes"
 REQUEST_BYTES = "request_bytes"  # the request size fragmentation was measured against (the last request's)
 LARGEST_FREE_BLOCK = "largest_free_block"
 THRESHOLD = "threshold"  # the share above which the alert fires
+
+# Evidence keys of a straggler alert (instrumentation/distributed/straggler.py): the window's first and last step, the
+# rank's median busy time (step time - allreduce wait - data wait - CPU wait) over the window, the median over the
+# window of the other ranks' median busy time at each step, their ratio, the margin and the steps needed, and the steps
+# over it.
+RANK = "rank"
+WORLD_SIZE = "world_size"
+WINDOW_STEPS = "window_steps"  # [first, last]
+BUSY_MS = "busy_ms"
+OTHERS_BUSY_MS = "others_busy_ms"
+RATIO = "ratio"
+MARGIN = "margin"
+MIN_STEPS = "min_steps"
+STEPS_OVER = "steps_over"
+
+# Evidence keys of a replica_divergence alert (instrumentation/distributed/checksum.py): the parameters whose bytes
+# differ from the reference rank's, this rank's and the reference's 24-bit checksums of all parameters, and per
+# differing parameter the two crc32s ({name: [this rank's, the reference's]}).
+PARAMETERS = "parameters"
+CHECKSUM = "checksum"
+REFERENCE_CHECKSUM = "reference_checksum"
+REFERENCE_RANK = "reference_rank"
+PARAMETER_CHECKSUMS = "parameter_checksums"

@@ -14,7 +14,8 @@ ACTIVATION = "act/"
 PERF = "perf/"
 MEMORY = "mem/"
 SYSTEM = "sys/"
-PREFIXES = (GRAD, WEIGHT, GRAD_NORM, UPDATE_RATIO, NONFINITE, ACTIVATION, PERF, MEMORY, SYSTEM)
+DIST = "dist/"  # data-parallel replicas (instrumentation/distributed)
+PREFIXES = (GRAD, WEIGHT, GRAD_NORM, UPDATE_RATIO, NONFINITE, ACTIVATION, PERF, MEMORY, SYSTEM, DIST)
 
 # act/<layer>/<stat>
 MEAN_ABS, DEAD_FRACTION, SATURATED_FRACTION = "mean_abs", "dead_fraction", "saturated_fraction"
@@ -27,6 +28,15 @@ NONFINITE_STATS = (GRAD_NAN_COUNT, GRAD_INF_COUNT, WEIGHT_NAN_COUNT, WEIGHT_INF_
 
 # perf/<name>
 STEP_TIME_MS, DATA_TIME_MS, SAMPLES_PER_SEC = PERF + "step_time_ms", PERF + "data_time_ms", PERF + "samples_per_sec"
+# Data-parallel, per step of each rank (instrumentation/distributed/monitor.py): time with a collective in flight (the
+# union of the step's collective intervals), time the optimizer side waited for outstanding buckets, bytes sent.
+ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES = PERF + "allreduce_ms", PERF + "allreduce_wait_ms", PERF + "comm_bytes"
+# ... and, outside the allreduce wait, the time the training thread was ready to run but waited for a CPU (cores
+# shared with other processes); a rank's busy time is step_time - allreduce_wait - data_time - cpu_wait
+CPU_WAIT_MS = PERF + "cpu_wait_ms"
+RANK_STEP_TAGS = (STEP_TIME_MS, DATA_TIME_MS, ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES, CPU_WAIT_MS)  # a row
+# dist/<name>: every checksum interval, a 24-bit checksum of all parameter bytes (an integer, exact as a float32)
+PARAM_CHECKSUM = DIST + "param_checksum"
 # perf/instrumentation_ms/<observer> (its measured cost per step), perf/instrumentation_share/<observer> (that cost over
 # the step time without it) and perf/interval/<observer> (steps between two runs of its periodic work), written by the
 # observers paced by an overhead budget (instrumentation/budget.py); the system sampler's "step" is its wake-up interval
@@ -34,6 +44,7 @@ INSTRUMENTATION_MS, INSTRUMENTATION_SHARE = PERF + "instrumentation_ms", PERF + 
 INTERVAL = PERF + "interval"
 PACE_STATS = (INSTRUMENTATION_MS, INSTRUMENTATION_SHARE, INTERVAL)
 WATCH_OBSERVER, HISTOGRAMS_OBSERVER, MEMORY_OBSERVER, SYSTEM_OBSERVER = "watch", "watch_histograms", "memory", "system"
+RANK_MONITOR_OBSERVER = "rank_monitor"  # its "interval": the straggler window (its own cost is every step's)
 
 # mem/<device>/<stat>, and mem/<device>/<category>_bytes (memory_categories.CATEGORIES): each one's bytes at the step's
 # peak.

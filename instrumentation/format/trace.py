@@ -33,8 +33,10 @@ CAT_DATA = "data"        # waiting for input
 CAT_OPTIMIZER = "optimizer"
 CAT_LOG = "log"          # time spent in the instrumentation itself
 CAT_USER = "user"        # instrumentation.span("name")
+CAT_COMM = "comm"        # one collective (name "allreduce", "broadcast", "all_gather", "barrier") on the comm lane
+CAT_COMM_WAIT = "comm_wait"  # the optimizer side waiting for outstanding gradient buckets (training thread)
 COUNTER_MEMORY = "memory"  # "ph": "C" events, args {"<device>.allocated": bytes, "<device>.reserved": bytes}
-SPAN_CATEGORIES = (CAT_STEP, CAT_MODULE, CAT_DATA, CAT_OPTIMIZER, CAT_LOG, CAT_USER)
+SPAN_CATEGORIES = (CAT_STEP, CAT_MODULE, CAT_DATA, CAT_OPTIMIZER, CAT_LOG, CAT_USER, CAT_COMM, CAT_COMM_WAIT)
 PHASES = ("forward", "backward", "optimizer")
 
 # `args` keys of op events.
@@ -42,9 +44,14 @@ ARG_STEP, ARG_MODULE, ARG_PHASE = "step", "module", "phase"
 ARG_SHAPES, ARG_DTYPE, ARG_BYTES, ARG_FLOPS = "shapes", "dtype", "bytes", "flops"
 ARG_NODE = "node"  # ops replayed by engine.function: the graph node id (plugins/graph/ files)
 ARG_STACK = "stack"  # with_stack=True: ["file:line function", ...], innermost first
+ARG_BUCKET = "bucket"  # comm events: the DDP bucket index (-1: not a bucket's); ARG_BYTES: bytes communicated
+ARG_BUCKETS = "buckets"  # comm_wait spans: the buckets waited for
 
-# Thread ids: ops and spans of the training thread share one tid; counters have none.
+# Thread ids: ops and spans of the training thread share one tid; collectives have their own lane (thread name
+# COMM_LANE_NAME), so their overlap with backward shows; counters have none.
 TID_HOST = 1
+TID_COMM = 2
+COMM_LANE_NAME = "communication"
 
 _CAPTURE_ID = re.compile(r"\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}(_\d+)?")
 

@@ -14,6 +14,7 @@ import engine
 from instrumentation.format import trace as fmt
 from instrumentation.format import trace_sidecar
 from instrumentation.format.trace_columns import columns_from_trace
+from instrumentation.profiler.comm_lane import comm_events, trace_rank
 from instrumentation.profiler.gpu_lane import kernel_events
 from instrumentation.profiler.recorder import Recorder
 
@@ -44,7 +45,8 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
     """The trace of what ``recorder`` holds: ops, derived module spans, spans and memory counters."""
     pid = os.getpid()
     ops = recorder.ops
-    starts = [r[4] for r in ops[:1]] + [s[2] for s in recorder.spans[:1]] + [recorder.started_ns]
+    starts = ([r[4] for r in ops[:1]] + [s[2] for s in recorder.spans[:1]] + [c[3] for c in recorder.comm[:1]]
+              + [w[1] for w in recorder.comm_waits[:1]] + [recorder.started_ns])
     base_ns = min(starts)
     wall_at_zero = time.time() - (time.perf_counter_ns() - base_ns) / 1e9
 
@@ -78,12 +80,13 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
     kernels = recorder.kernels
     if kernels:
         events.extend(kernel_events(ops, kernels, us, pid))
+    events.extend(comm_events(recorder.comm, recorder.comm_waits, us, pid))
     for time_ns, device, allocated in recorder.memory:
         events.append({"ph": "C", "name": fmt.COUNTER_MEMORY, "ts": us(time_ns), "pid": pid,
                        "args": {f"{device}.allocated": allocated, f"{device}.reserved": allocated}})
     metadata = {"writer": "flowscope", "format_version": fmt.FORMAT_VERSION, "engine_version": engine.__version__,
                 "devices": ["cpu", "cuda"] if kernels else ["cpu"], "host": socket.gethostname(), "pid": pid,
-                "rank": int(os.environ.get("RANK", 0)),
+                "rank": trace_rank(),
                 "schedule": schedule or {}, "wall_time_at_ts_zero": wall_at_zero,
                 "steps": sorted({s[4] for s in recorder.spans if s[0] == fmt.CAT_STEP})}
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": metadata}

@@ -7,6 +7,7 @@ import time
 from typing import Any, Callable
 
 from engine import hooks
+from instrumentation.distributed.context import flush_at_abort
 from instrumentation.format import trace as fmt
 from instrumentation.profiler.aggregate import KeyAverages, key_averages
 from instrumentation.profiler.export import build_trace, write_capture
@@ -76,6 +77,13 @@ class profile:
         self._step_start_ns = time.perf_counter_ns()
         if not self.on_demand:
             self._enter(self.schedule(self.step_num))
+            flush_at_abort(self.save_at_abort)
+
+    def save_at_abort(self) -> None:
+        """Write what the cycle in progress recorded (a data-parallel job being aborted: ``engine.distributed``
+        calls this when ``start()`` registered it); nothing when not recording."""
+        if self._subscribed and self._recorder is not None:
+            self._save()
 
     def stop(self) -> None:
         if not self._subscribed:
@@ -155,7 +163,7 @@ class profile:
         recorder, self._recorder = self._recorder, None
         recorder.stop()
         remove_sink(recorder)
-        if not recorder.log.data and not recorder.added_spans:
+        if not recorder.log.data and not recorder.added_spans and not recorder.comm:
             return
         trace = build_trace(recorder, self.schedule.as_dict() if isinstance(self.schedule, Schedule) else None)
         path = write_capture(self.logdir, trace) if self.logdir is not None else None

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine import hooks
 from engine.op_log import DATA_WAIT, OP_LOG_STRIDE, OPTIMIZER_STEP, STEP_END, OpLog
+from instrumentation.distributed.context import initialized
 from instrumentation.format import trace as fmt
 from instrumentation.profiler.gpu_lane import device_timer
 
@@ -36,6 +37,11 @@ class Recorder:
         self.stacks: list[tuple[str, ...]] = []  # with_stack: the caller's frames of each op, aligned with ops
         self.added_spans: list[tuple] = []  # add_span: user and log spans, steps of loops without the engine
         self.log = OpLog(record_shapes)
+        # data-parallel: (name, bucket, nbytes, start_ns, end_ns, step) per collective and (step, start_ns, end_ns,
+        # nbytes, buckets) per wait for gradient buckets, kept by a recorder of the engine's communication methods
+        self.comm: list[tuple] = []
+        self.comm_waits: list[tuple] = []
+        self._comm_recorder = _CommRecorder(self.comm, self.comm_waits) if _COMM_METHODS else None
         self._stack_recorder = _StackRecorder(self.stacks) if with_stack else None
         self._recording = False
         self.started_ns = self.stopped_ns = 0
@@ -54,6 +60,8 @@ class Recorder:
         hooks.add_recorder(self.log)
         if self._stack_recorder is not None:
             hooks.add_recorder(self._stack_recorder)
+        if self._comm_recorder is not None and initialized() is not None:  # collectives report nothing otherwise
+            hooks.add_recorder(self._comm_recorder)
         if self.timer is not None:
             self.timer.start()
             hooks.add_recorder(self.timer)
@@ -64,6 +72,8 @@ class Recorder:
         hooks.remove_recorder(self.log)
         if self._stack_recorder is not None:
             hooks.remove_recorder(self._stack_recorder)
+        if self._comm_recorder is not None:
+            hooks.remove_recorder(self._comm_recorder)
         if self.timer is not None:
             hooks.remove_recorder(self.timer)
             self.timer.read()  # the ops of a step not ended yet
@@ -77,7 +87,7 @@ class Recorder:
     def clear(self) -> None:
         # NOTE: in place: the log's closure holds these very lists
         self.log.clear()
-        del self.stacks[:], self.added_spans[:], self.added_kernels[:]
+        del self.stacks[:], self.added_spans[:], self.added_kernels[:], self.comm[:], self.comm_waits[:]
         if self.timer is not None:
             self.timer.clear()
         self.started_ns = time.perf_counter_ns()
@@ -137,6 +147,26 @@ class Recorder:
                 spans.append((fmt.CAT_DATA, "data", start_ns, end_ns, step))
         spans.sort(key=lambda span: span[2])
         return spans
+
+
+# NOTE: an engine without data-parallel training has no communication methods: nothing to record then
+_COMM_METHODS = "communication" in hooks.RECORDER_METHODS and "comm_wait" in hooks.RECORDER_METHODS
+
+
+class _CommRecorder:
+    """The engine's ``communication`` and ``comm_wait`` events, kept as tuples (see ``Recorder.comm``)."""
+
+    __slots__ = ("comm", "comm_waits")
+
+    def __init__(self, comm: list[tuple], comm_waits: list[tuple]) -> None:
+        self.comm, self.comm_waits = comm, comm_waits
+
+    def communication(self, event: Any) -> None:
+        self.comm.append((event.name, event.bucket, event.nbytes, event.start_ns, event.end_ns, event.step))
+
+    def comm_wait(self, event: Any) -> None:
+        self.comm_waits.append((event.step, event.start_ns, event.start_ns + event.duration_ns, event.nbytes,
+                                event.buckets))
 
 
 class _StackRecorder:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from instrumentation.distributed.context import flush_at_abort
 from instrumentation.summary import embedding, graph, hparams, images, pr_curves
 from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
 from instrumentation.summary.builders import histogram_event, session_start_event, text_event, value_event
@@ -49,7 +50,10 @@ class SummaryWriter:
     """Writes TensorBoard event files under `log_dir`, with torch.utils.tensorboard.SummaryWriter's methods.
 
     Each `add_*` checks its arguments (ValueError naming the tag) and enqueues; serializing, bucketing and
-    writing run on a background thread (see AsyncEventWriter). NaN/Inf scalars are written as they are.
+    writing run on a background thread (see AsyncEventWriter). NaN/Inf scalars are written as they are. In a
+    data-parallel job (`engine.distributed` initialised) `flush()` is registered with `engine.distributed.at_abort`:
+    a rank's failure aborts the job only after every rank's writers flushed (`instrumentation.rank_logdir` gives each
+    rank its own run).
     """
 
     def __init__(self, log_dir: str | os.PathLike[str] | None = None, comment: str = "",
@@ -68,6 +72,7 @@ class SummaryWriter:
         if purge_step is not None:
             self._enqueue(None, session_start_event, time.time(), to_step(purge_step))
         self._async.open_run()
+        flush_at_abort(self.flush)  # data-parallel: a rank failure aborts every rank, after this flush
 
     def get_logdir(self) -> str:
         return self.log_dir

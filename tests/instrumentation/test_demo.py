@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from instrumentation.demo import RUNS, main
+from instrumentation.demo import RUNS, main, multirank
 from instrumentation.demo.cli import raised_kinds, train_run
 from instrumentation.demo.common import MARKER
 from instrumentation.format import alert_names
 from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
 from instrumentation.format.memory_snapshot import read_snapshot
+from tests.engine.distributed.mpi_job import requires_mpi
 
 HEALTHY = {"baseline", "hparams-media"}
 
@@ -23,10 +24,16 @@ def test_the_family_covers_each_failure_once_and_names_known_kinds() -> None:
     assert {run.name for run in RUNS if not run.expected_alerts} == HEALTHY
     expected = {kind for run in RUNS for kind in run.expected_alerts}
     assert expected == {alert_names.EXPLODING_GRADIENT, alert_names.LOSS_SPIKE, alert_names.DEAD_UNITS,
-                        alert_names.NONFINITE, alert_names.INPUT_BOUND, alert_names.LEAK, alert_names.OOM}
+                        alert_names.NONFINITE, alert_names.INPUT_BOUND, alert_names.LEAK, alert_names.OOM,
+                        alert_names.STRAGGLER}
 
 
-@pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
+def _needs_mpi(run):
+    """The data-parallel run needs MPI (skipped, with the reason, where mpi4py or mpiexec is missing)."""
+    return pytest.param(run, marks=requires_mpi) if run.train is multirank.straggler else run
+
+
+@pytest.mark.parametrize("run", [_needs_mpi(run) for run in RUNS], ids=[run.name for run in RUNS])
 def test_each_run_raises_exactly_the_alerts_it_is_built_to_raise(run, tmp_path: Path) -> None:
     run_dir, outcome = train_run(run, str(tmp_path), seed=0)
     assert sorted(raised_kinds(run_dir)) == sorted(run.expected_alerts), outcome
@@ -37,6 +44,11 @@ def test_each_run_raises_exactly_the_alerts_it_is_built_to_raise(run, tmp_path: 
             snapshot = alert.evidence[alert_names.SNAPSHOT]
             path = Path(run_dir) / "plugins" / "memory" / f"{snapshot}.snapshot.json.gz"
             assert read_snapshot(path).reason == alert.kind
+    if run.name == "ranks-straggler":  # each rank its own run; the straggler named in rank 1's, nobody else's
+        assert sorted(p.name for p in Path(run_dir).glob("rank*")) == ["rank0", "rank1"]
+        assert [a.subject for a in AlertReader(Path(run_dir) / "rank1" / ALERTS_RELPATH).read()][:1] == ["rank1"]
+        assert AlertReader(Path(run_dir) / "rank0" / ALERTS_RELPATH).read() == []
+        assert list((Path(run_dir) / "rank1" / "plugins" / "profile").glob("*/*.trace.json.gz"))
     if run.name == "nan-origin":
         (alert,) = alerts
         assert (alert.evidence["op"], alert.evidence["module"], alert.evidence["phase"]) == ("Div", "standardize",
@@ -66,6 +78,16 @@ def test_the_command_line_trains_the_chosen_runs_and_replaces_only_its_own(tmp_p
     with pytest.raises(SystemExit):
         main(["--logdir", str(logdir), "--runs", "nope"])
     assert "unknown demo run(s) nope" in capsys.readouterr().err
+
+
+def test_without_mpi_the_data_parallel_run_is_skipped_in_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    real_find_spec = multirank.importlib.util.find_spec
+    monkeypatch.setattr(multirank.importlib.util, "find_spec",
+                        lambda name, *args: None if name == "mpi4py" else real_find_spec(name, *args))
+    assert main(["--logdir", str(tmp_path), "--runs", "ranks-straggler"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len([line for line in lines if "ranks-straggler" in line]) == 1
+    assert "skipped: no MPI here (pip install 'flowscope[mpi]'" in lines[0]
 
 
 def test_a_live_demo_run_answers_the_boards_capture_request(tmp_path: Path) -> None:
