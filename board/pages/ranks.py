@@ -1,0 +1,93 @@
+"""Ranks: a data-parallel run group side by side — step time per rank, skew, breakdown, alerts, replica agreement."""
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Dash, Input, Output, State, dcc, html, no_update
+
+from board.components.empty_state import empty_state
+from board.components.rank_figures import breakdown_figure, skew_figure, step_time_figure
+from board.components.rank_tables import rank_alerts_table, ranks_table, replica_indicator, replica_table
+from board.context import board_context
+from board.data.ranks import RanksView, rank_groups, ranks_view, skew_display_indices, step_time_views
+
+dash.register_page(__name__, path="/ranks", name="Ranks", order=3.5, title="flowscope · ranks")
+
+GRAPHS = ("step-times", "skew", "breakdown")
+
+
+def layout(group: str | None = None, **_query: str) -> html.Div:
+    context = board_context()
+    groups = list(rank_groups(context.store))
+    chosen = group if group in groups else (groups[0] if groups else None)
+    missing = None
+    if group is not None and group not in groups:
+        missing = html.Div(f"No run group {group!r} with rank sub-runs.", className="fs-notice", id="ranks-unknown")
+    return html.Div([
+        html.H2("Ranks"),
+        empty_state(context.store, "ranks") or (html.Div() if groups else html.Div(
+            "No run has rank sub-runs yet: data-parallel training writes one run per rank, <run>/rank0, <run>/rank1, "
+            "… (see docs/board.md, The Ranks page).", className="fs-empty", id="empty-ranks-groups")),
+        missing or html.Div(),
+        html.Div(className="fs-controls", children=[
+            html.Label("run group", htmlFor="ranks-group"),
+            dcc.Dropdown(id="ranks-group", options=groups, value=chosen, clearable=False, style={"minWidth": "22em"}),
+            html.Span(id="ranks-summary", className="fs-muted"),
+        ]),
+        html.Div(id="ranks-notes"),
+        html.Div(id="ranks-content", style={} if chosen else {"display": "none"}, children=[
+            dcc.Graph(id="ranks-step-times", config={"displaylogo": False}),
+            html.Div(className="fs-grid2", children=[
+                dcc.Graph(id=f"ranks-{name}", config={"displaylogo": False}) for name in GRAPHS[1:]]),
+            html.H3("Per rank (medians over the rank's steps)"),
+            html.Div(id="ranks-per-rank"),
+            html.H3("Alerts naming ranks"),
+            html.Div(id="ranks-alerts"),
+            html.H3("Replica agreement (parameter checksums)"),
+            html.Div(id="ranks-replicas"),
+        ]),
+        dcc.Interval(id="ranks-poll", interval=context.config.browser_poll_ms),
+    ])
+
+
+def _notes(view: RanksView) -> html.Div:
+    lines = [html.Li(note) for note in view.notes]
+    lines += [html.Li(f"{run}: {warning}") for run, warnings in view.warnings.items() for warning in warnings]
+    return html.Div(html.Ul(lines), className="fs-notice", id="ranks-notes-list") if lines else html.Div()
+
+
+def _summary(view: RanksView) -> str:
+    if len(view.skew.steps) == 0:
+        return f"{len(view.ranks)} ranks"
+    return (f"{len(view.ranks)} ranks · skew over {len(view.skew.ranks)} ranks at {len(view.skew.steps)} steps "
+            f"(steps {int(view.skew.steps[0])}–{int(view.skew.steps[-1])})")
+
+
+def content(group: str) -> tuple[Any, ...]:
+    """The figures, tables and notes of `group`, in the order of the page callback's outputs."""
+    context = board_context()
+    view = ranks_view(context.store, group)
+    views = step_time_views(context.store, context.smoothing, view.ranks)
+    return (step_time_figure(views), skew_figure(view.skew, skew_display_indices(view.skew)),
+            breakdown_figure(view.breakdown), ranks_table(view.breakdown, view.warnings),
+            rank_alerts_table(view.alerts), html.Div([replica_indicator(view.replicas), replica_table(view.replicas)]),
+            _notes(view), _summary(view))
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(*[Output(f"ranks-{name}", "figure") for name in GRAPHS], Output("ranks-per-rank", "children"),
+                  Output("ranks-alerts", "children"), Output("ranks-replicas", "children"),
+                  Output("ranks-notes", "children"), Output("ranks-summary", "children"),
+                  Output("ranks-content", "style"), Input("ranks-group", "value"), Input("ranks-poll", "n_intervals"))
+    def _refresh(group: str | None, _ticks: int | None):
+        if not group or group not in rank_groups(board_context().store):
+            return (*[no_update] * (len(GRAPHS) + 5), {"display": "none"})
+        return (*content(group), {})
+
+    @app.callback(Output("ranks-group", "options"), Output("ranks-group", "value"), Input("ranks-poll", "n_intervals"),
+                  State("ranks-group", "options"), State("ranks-group", "value"), prevent_initial_call=True)
+    def _groups(_ticks: int | None, options: list[str] | None, chosen: str | None):
+        groups = list(rank_groups(board_context().store))
+        first = groups[0] if groups and chosen is None else no_update  # the first group to appear is shown
+        return (groups if groups != options else no_update), first
