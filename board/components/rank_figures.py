@@ -32,6 +32,14 @@ def _empty(title: str, why: str) -> dict[str, Any]:
         xaxis={"visible": False}, yaxis={"visible": False})}
 
 
+def _step_axis(steps: list[int]) -> dict[str, Any]:
+    """An x axis of whole steps (no 0.2 ticks when only a few steps are logged)."""
+    axis: dict[str, Any] = {"title": {"text": "step"}}
+    if steps and max(steps) - min(steps) <= 10:
+        axis["dtick"] = 1
+    return axis
+
+
 def step_time_figure(views: list[tuple[RankRun, ScalarView]], title: str = "step time per rank (ms)") -> dict[str, Any]:
     """One line per rank (its colour fixed by its rank number)."""
     if not views:
@@ -39,7 +47,8 @@ def step_time_figure(views: list[tuple[RankRun, ScalarView]], title: str = "step
     data = [{"type": "scatter", "mode": "lines", "name": f"rank{rank.rank}", "x": view.x.tolist(),
              "y": _floats(view.raw), "line": {"color": rank_color(rank.rank), "width": 1.4},
              "hovertemplate": f"rank{rank.rank}<br>step %{{x}}: %{{y:.4g}} ms<extra></extra>"} for rank, view in views]
-    return {"data": data, "layout": _layout(title, 340, xaxis={"title": {"text": "step"}},
+    steps = [int(step) for _, view in views for step in view.x[[0, -1]]] if any(len(v.x) for _, v in views) else []
+    return {"data": data, "layout": _layout(title, 340, xaxis=_step_axis(steps),
                                             yaxis={"title": {"text": "ms"}, "rangemode": "tozero"},
                                             hovermode="x unified")}
 
@@ -62,14 +71,14 @@ def skew_figure(skew: StepSkew, shown: np.ndarray) -> dict[str, Any]:
          "line": {"color": "#888", "width": 1, "dash": "dot"}, "name": "median skew"}]
     subtitle = "" if median is None else f" — median {median:.1%} over {len(skew.steps)} steps"
     return {"data": [trace], "layout": _layout(title + subtitle, 300, shapes=shapes, showlegend=False,
-                                               xaxis={"title": {"text": "step"}},
+                                               xaxis=_step_axis([int(skew.steps[0]), int(skew.steps[-1])]),
                                                yaxis={"tickformat": ".0%", "rangemode": "tozero"})}
 
 
 def breakdown_figure(breakdown: tuple[RankBreakdown, ...]) -> dict[str, Any]:
     """Per rank, the medians of compute, wait and data stacked, the AllReduce time beside them (it may overlap
-    compute), and the median step time as a mark."""
-    title = "median time per step by rank: compute + wait + data stacked; AllReduce in flight beside (overlaps compute)"
+    compute), and the median step time as an outline around the stack (medians need not add up: it may differ)."""
+    title = "median time per step by rank (ms)"
     shown = [item for item in breakdown if item.step_ms is not None]
     if not shown:
         return _empty(title, "no rank logs a step time")
@@ -88,8 +97,7 @@ def breakdown_figure(breakdown: tuple[RankBreakdown, ...]) -> dict[str, Any]:
                        "y": [item.allreduce_ms for item in shown], "offsetgroup": "comm",
                        "marker": {"color": PART_COLORS["allreduce"], "pattern": {"shape": "/"}},
                        "hovertemplate": "%{x} AllReduce in flight: %{y:.4g} ms (median)<extra></extra>"})
-    traces.append({"type": "scatter", "mode": "markers", "name": "step (median)", "x": ranks,
-                   "y": [item.step_ms for item in shown], "marker": {"symbol": "line-ew-open", "size": 28,
-                                                                      "color": "#222", "line": {"width": 2}},
+    traces.append({"type": "bar", "name": "step (median)", "x": ranks, "y": [item.step_ms for item in shown],
+                   "offsetgroup": "step", "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#222", "width": 2}},
                    "hovertemplate": "%{x} step: %{y:.4g} ms (median)<extra></extra>"})
     return {"data": traces, "layout": _layout(title, 340, barmode="group", yaxis={"title": {"text": "ms"}})}

@@ -15,6 +15,9 @@ from board.data.ranks import RanksView, rank_groups, ranks_view, skew_display_in
 dash.register_page(__name__, path="/ranks", name="Ranks", order=3.5, title="flowscope · ranks")
 
 GRAPHS = ("step-times", "skew", "breakdown")
+BREAKDOWN_NOTE = ("Compute, wait (for the gradients' AllReduce) and data are stacked: compute = step − wait − data at "
+                  "each step. AllReduce in flight is drawn beside them, not in the sum: buckets sent during backward "
+                  "overlap compute. The outline is the median step time; medians of the parts need not add up to it.")
 
 
 def layout(group: str | None = None, **_query: str) -> html.Div:
@@ -39,7 +42,9 @@ def layout(group: str | None = None, **_query: str) -> html.Div:
         html.Div(id="ranks-content", style={} if chosen else {"display": "none"}, children=[
             dcc.Graph(id="ranks-step-times", config={"displaylogo": False}),
             html.Div(className="fs-grid2", children=[
-                dcc.Graph(id=f"ranks-{name}", config={"displaylogo": False}) for name in GRAPHS[1:]]),
+                dcc.Graph(id="ranks-skew", config={"displaylogo": False}),
+                html.Div([dcc.Graph(id="ranks-breakdown", config={"displaylogo": False}), html.Div(BREAKDOWN_NOTE,
+                          className="fs-muted", id="ranks-breakdown-note")])]),
             html.H3("Per rank (medians over the rank's steps)"),
             html.Div(id="ranks-per-rank"),
             html.H3("Alerts naming ranks"),

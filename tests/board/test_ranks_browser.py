@@ -1,0 +1,90 @@
+"""The Ranks page in a real browser: a 4-rank group with a planted straggler (its lines, skew, breakdown and the alert
+naming the rank), the link from the Runs page, and what it says when ranks or tags are missing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from playwright.sync_api import Page, expect
+
+from board_helpers import watch_console, write_scalars
+from ranks_fixture import rank_tags, write_rank, write_straggler_group
+
+pytestmark = pytest.mark.browser
+TIMEOUT_MS = 60_000
+
+
+def plot(page: Page, graph: str, expression: str):
+    return page.eval_on_selector(f"#{graph} .js-plotly-plot", f"gd => {expression}")
+
+
+def wait_for_traces(page: Page, graph: str, count: int) -> None:
+    page.wait_for_function(f"() => {{ const gd = document.querySelector('#{graph} .js-plotly-plot');"
+                           f" return gd && gd.data && gd.data.length === {count}; }}")
+
+
+def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page: Page, tmp_path: Path,
+                                                                           serve_board) -> None:
+    logdir = tmp_path / "logs"
+    times = write_straggler_group(logdir, "ddp", ranks=4, steps=40, slow_rank=2)
+    write_rank(logdir / "nocomm" / "rank0", rank_tags(np.array([10.0, 11.0])))
+    write_rank(logdir / "nocomm" / "rank1", rank_tags(np.array([12.0, 11.0])))
+    write_scalars(logdir / "solo", "loss", np.arange(3), np.ones(3))
+    board = serve_board(logdir)
+    errors = watch_console(page)
+    page.set_default_timeout(TIMEOUT_MS)
+
+    page.goto(board.url + "/")  # the Runs page links each group with ranks to its view
+    page.locator("#runs-content .fs-ranks-link").first.click()
+    expect(page).to_have_url(board.url + "/ranks?group=ddp")
+    expect(page.locator("#nav-ranks")).to_have_text("Ranks")
+
+    wait_for_traces(page, "ranks-step-times", 4)
+    assert plot(page, "ranks-step-times", "gd.data.map(t => t.name)") == ["rank0", "rank1", "rank2", "rank3"]
+    for rank in range(4):  # every point of each rank (40 steps: nothing to downsample), as written (float32)
+        drawn = plot(page, "ranks-step-times", f"Array.from(gd.data[{rank}].y)")
+        np.testing.assert_array_equal(drawn, times[rank].astype(np.float32).astype(float))
+    wait_for_traces(page, "ranks-skew", 1)
+    matrix = np.stack([times[rank].astype(np.float32).astype(float) for rank in range(4)])
+    expected = (matrix.max(axis=0) - matrix.min(axis=0)) / np.median(matrix, axis=0)
+    np.testing.assert_allclose(plot(page, "ranks-skew", "Array.from(gd.data[0].y)"), expected, rtol=1e-12)
+    assert set(plot(page, "ranks-skew", "gd.data[0].customdata.map(c => c[0])")) == {"rank2"}  # the slowest
+    expect(page.locator("#ranks-skew .gtitle")).to_contain_text(f"median {np.median(expected):.1%} over 40 steps")
+    wait_for_traces(page, "ranks-breakdown", 5)
+    assert plot(page, "ranks-breakdown", "gd.data.map(t => t.name)") == ["compute", "wait", "data",
+                                                                        "allreduce (in flight)", "step (median)"]
+    compute = plot(page, "ranks-breakdown", "Array.from(gd.data[0].y)")
+    assert int(np.argmax(compute)) == 2 and compute[2] > 1.2 * max(compute[:2] + compute[3:])
+
+    alert = page.locator("#ranks-alerts-table tbody tr")
+    expect(alert).to_have_count(1)
+    expect(alert.locator(".ranks-alert-subject")).to_have_text("rank2")
+    expect(alert).to_contain_text("straggler")
+    expect(alert).to_contain_text("busy_ms: 78.0")
+    expect(alert).to_contain_text("others_median_busy_ms: 60.0")
+    expect(page.locator("#ranks-replica-indicator")).to_have_text("✓ replicas agree at all 4 checked steps (last: step 30)")
+    expect(page.locator("#ranks-replica-table tbody tr")).to_have_count(4)
+    expect(page.locator("#ranks-table tbody tr")).to_have_count(4)
+    expect(page.locator("#ranks-notes")).to_be_empty()
+    page.screenshot(path=str(tmp_path / "ranks.png"), full_page=True)
+
+    page.goto(board.url + "/ranks?group=nocomm")
+    expect(page.locator("#ranks-notes")).to_contain_text("this run logs no communication timings")
+    expect(page.locator("#ranks-notes")).to_contain_text("this run logs no parameter checksums")
+    wait_for_traces(page, "ranks-breakdown", 2)  # compute and the step mark: no wait, data or AllReduce bars
+    expect(page.locator("#ranks-alerts")).to_have_text("No straggler or replica_divergence alert in this group.")
+    page.screenshot(path=str(tmp_path / "ranks-nocomm.png"), full_page=True)
+
+    page.goto(board.url + "/ranks?group=solo")
+    expect(page.locator("#ranks-unknown")).to_have_text("No run group 'solo' with rank sub-runs.")
+    assert errors == []
+
+
+def test_ranks_page_without_any_rank_group_says_what_is_missing(page: Page, tmp_path: Path, serve_board) -> None:
+    write_scalars(tmp_path / "logs" / "solo", "loss", np.arange(3), np.ones(3))
+    board = serve_board(tmp_path / "logs")
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(board.url + "/ranks")
+    expect(page.locator("#empty-ranks-groups")).to_contain_text("No run has rank sub-runs yet")
+    expect(page.locator("#ranks-content")).to_be_hidden()
