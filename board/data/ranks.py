@@ -131,6 +131,8 @@ def aligned(columns: ScalarColumns, steps: np.ndarray) -> np.ndarray:
     """The series' values at `steps` (its steps are strictly increasing), NaN where it has no point."""
     if len(columns) == 0:
         return np.full(len(steps), np.nan)
+    if len(columns) == len(steps) and np.array_equal(columns.steps, steps):  # the common case: logged at every step
+        return columns.values
     index = np.minimum(np.searchsorted(columns.steps, steps), len(columns) - 1)
     return np.where(columns.steps[index] == steps, columns.values[index], np.nan)
 
@@ -140,7 +142,8 @@ def common_steps(series: list[ScalarColumns]) -> np.ndarray:
         return np.empty(0, np.int64)
     steps = series[0].steps
     for columns in series[1:]:
-        steps = np.intersect1d(steps, columns.steps, assume_unique=True)
+        if not (len(columns) == len(steps) and np.array_equal(columns.steps, steps)):
+            steps = np.intersect1d(steps, columns.steps, assume_unique=True)
     return steps
 
 
