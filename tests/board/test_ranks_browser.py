@@ -35,7 +35,9 @@ def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page:
     errors = watch_console(page)
     page.set_default_timeout(TIMEOUT_MS)
 
-    page.goto(board.url + "/")  # the Runs page links each group with ranks to its view
+    page.goto(board.url + "/")  # the Runs page links each group with ranks, and their rank alerts, to its view
+    expect(page.locator(".runs-alert-row[data-run='ddp/rank2'] .fs-alert-link")).to_have_attribute(
+        "href", "/ranks?group=ddp")
     page.locator("#runs-content .fs-ranks-link").first.click()
     expect(page).to_have_url(board.url + "/ranks?group=ddp")
     expect(page.locator("#nav-ranks")).to_have_text("Ranks")
@@ -68,6 +70,12 @@ def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page:
     expect(page.locator("#ranks-table tbody tr")).to_have_count(4)
     expect(page.locator("#ranks-notes")).to_be_empty()
     page.screenshot(path=str(tmp_path / "ranks.png"), full_page=True)
+
+    for rank in range(4):  # training goes on: a new step on every rank reaches the open page
+        write_rank(logdir / "ddp" / f"rank{rank}", rank_tags(np.array([100.0 + 10 * rank]), first_step=40))
+    page.wait_for_function("() => document.querySelector('#ranks-skew .js-plotly-plot').data[0].x.length === 41")
+    assert plot(page, "ranks-skew", "gd.data[0].y[40]") == pytest.approx((130 - 100) / 115)
+    expect(page.locator("#ranks-summary")).to_contain_text("at 41 steps (steps 0–40)")
 
     page.goto(board.url + "/ranks?group=nocomm")
     expect(page.locator("#ranks-notes")).to_contain_text("this run logs no communication timings")
