@@ -16,7 +16,7 @@ dash.register_page(__name__, path="/ranks", name="Ranks", order=3.5, title="flow
 
 GRAPHS = ("step-times", "skew", "breakdown")
 BREAKDOWN_NOTE = ("Compute, wait (for the gradients' AllReduce) and data are stacked: compute = step − wait − data at "
-                  "each step. AllReduce in flight is drawn beside them, not in the sum: buckets sent during backward "
+                  "each step, the busy time the straggler rule compares. AllReduce in flight is drawn beside them, not in the sum: buckets sent during backward "
                   "overlap compute. The outline is the median step time; medians of the parts need not add up to it.")
 
 

@@ -40,9 +40,9 @@ def checksum_tags(checksums: Mapping[int, float]) -> dict[str, dict[int, float]]
     return {PARAM_CHECKSUM: dict(checksums)}
 
 
-def plant_alert(run_dir: Path, kind: str, rank: int, step: int, message: str, **evidence: object) -> None:
-    AlertWriter(run_dir).write(Alert(kind, "warning", f"rank{rank}", message, step, wall_time=WALL_TIME0 + step,
-                                     evidence=dict(evidence)))
+def plant_alert(run_dir: Path, kind: str, subject_rank: int, step: int, message: str, **evidence: object) -> None:
+    AlertWriter(run_dir).write(Alert(kind, "warning", f"rank{subject_rank}", message, step,
+                                     wall_time=WALL_TIME0 + step, evidence=dict(evidence)))
 
 
 def write_straggler_group(logdir: Path, group: str = "ddp", ranks: int = 4, steps: int = 40, slow_rank: int = 2,
@@ -62,7 +62,10 @@ def write_straggler_group(logdir: Path, group: str = "ddp", ranks: int = 4, step
         tags = rank_tags(step_ms, data_ms, wait_ms, 25.0 + rng.uniform(0, 1, steps), np.full(steps, 4 << 20))
         tags.update(checksum_tags({step: 1234567.0 + step for step in range(0, steps, 10)}))
         write_rank(logdir / group / f"rank{rank}", tags)
-    plant_alert(logdir / group / f"rank{slow_rank}", "straggler", slow_rank, 20,
-                f"rank{slow_rank} is slower than the median of the other ranks by 30 % on 20 of the last 20 steps",
-                busy_ms=78.0, others_median_busy_ms=60.0, slower_steps=20, window_steps=20)
+    # the alert as instrumentation/distributed/straggler.py words it (its evidence keys: instrumentation/format)
+    plant_alert(logdir / group / f"rank{slow_rank}", "straggler", slow_rank, 19,
+                f"rank{slow_rank} is slower than the other ranks: its busy time (step - allreduce wait - data wait) was "
+                ">= 1.15x their median on 20 of steps 0-19; median 78.00 ms vs 60.00 ms (1.30x)",
+                rank=slow_rank, world_size=ranks, window_steps=[0, 19], busy_ms=78.0, others_busy_ms=60.0, ratio=1.3,
+                margin=0.15, min_steps=16, steps_over=20)
     return times

@@ -47,8 +47,8 @@ def test_a_groups_answer_holds_every_skew_point_the_breakdown_and_the_straggler_
                               "comm_bytes"}
     assert tables[2]["compute_ms"] > 77 and tables[0]["comm_bytes"] == 4 << 20
     [alert] = body["alerts"]
-    assert (alert["run"], alert["kind"], alert["subject"], alert["step"]) == ("ddp/rank2", "straggler", "rank2", 20)
-    assert alert["evidence"]["slower_steps"] == 20
+    assert (alert["run"], alert["kind"], alert["subject"], alert["step"]) == ("ddp/rank2", "straggler", "rank2", 19)
+    assert alert["evidence"]["steps_over"] == 20 and alert["evidence"]["window_steps"] == [0, 19]
     assert body["replicas"]["first_divergent_step"] is None and len(body["replicas"]["checks"]) == 3
     assert body["notes"] == []
 

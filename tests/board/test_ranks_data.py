@@ -127,7 +127,7 @@ def test_the_groups_straggler_and_divergence_alerts_and_no_others(tmp_path: Path
     plant_alert(tmp_path / "ddp" / "rank0", "dead_units", 0, 3, "not a rank alert")
     view = ranks_view(store_of(tmp_path), "ddp")
     assert [(item.run, item.alert.kind, item.alert.subject, item.alert.step) for item in view.alerts] == [
-        ("ddp/rank2", "straggler", "rank2", 20), ("ddp/rank1", "replica_divergence", "rank1", 30)]
+        ("ddp/rank2", "straggler", "rank2", 19), ("ddp/rank1", "replica_divergence", "rank1", 30)]
     assert view.alerts[0].alert.evidence["busy_ms"] == 78.0
     assert view.replicas.first_divergent_step is None and len(view.replicas.checks) == 4
     assert [item.rank for item in view.breakdown] == [0, 1, 2, 3]
