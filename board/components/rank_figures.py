@@ -32,29 +32,34 @@ def _empty(title: str, why: str) -> dict[str, Any]:
         xaxis={"visible": False}, yaxis={"visible": False})}
 
 
-def _step_axis(steps: list[int]) -> dict[str, Any]:
-    """An x axis of whole steps (no 0.2 ticks when only a few steps are logged)."""
+def _step_axis(steps: list[int], x_range: tuple[float, float] | None) -> dict[str, Any]:
+    """An x axis of whole steps (no 0.2 ticks when only a few steps are logged), over `x_range` when zoomed."""
     axis: dict[str, Any] = {"title": {"text": "step"}}
-    if steps and max(steps) - min(steps) <= 10:
+    shown = list(x_range) if x_range is not None else steps
+    if shown and max(shown) - min(shown) <= 10:
         axis["dtick"] = 1
+    if x_range is not None:
+        axis["range"] = list(x_range)
     return axis
 
 
-def step_time_figure(views: list[tuple[RankRun, ScalarView]], title: str = "step time per rank (ms)") -> dict[str, Any]:
-    """One line per rank (its colour fixed by its rank number)."""
+def step_time_figure(views: list[tuple[RankRun, ScalarView]], x_range: tuple[float, float] | None = None,
+                     title: str = "step time per rank (ms)") -> dict[str, Any]:
+    """One line per rank (its colour fixed by its rank number); `x_range`: the zoomed window of steps."""
     if not views:
         return _empty(title, "no rank logs this tag")
     data = [{"type": "scatter", "mode": "lines", "name": f"rank{rank.rank}", "x": view.x.tolist(),
              "y": _floats(view.raw), "line": {"color": rank_color(rank.rank), "width": 1.4},
              "hovertemplate": f"rank{rank.rank}<br>step %{{x}}: %{{y:.4g}} ms<extra></extra>"} for rank, view in views]
-    steps = [int(step) for _, view in views for step in view.x[[0, -1]]] if any(len(v.x) for _, v in views) else []
-    return {"data": data, "layout": _layout(title, 340, xaxis=_step_axis(steps),
+    steps = [int(step) for _, view in views if len(view.x) for step in view.x[[0, -1]]]
+    return {"data": data, "layout": _layout(title, 340, xaxis=_step_axis(steps, x_range),
                                             yaxis={"title": {"text": "ms"}, "rangemode": "tozero"},
                                             hovermode="x unified")}
 
 
-def skew_figure(skew: StepSkew, shown: np.ndarray) -> dict[str, Any]:
-    """(max − min) / median per step, as a percentage; hovering names the slowest rank and the spread in ms."""
+def skew_figure(skew: StepSkew, shown: np.ndarray, x_range: tuple[float, float] | None = None) -> dict[str, Any]:
+    """(max − min) / median per step (the points `shown`), as a percentage; hovering names the slowest rank and the
+    spread in ms."""
     title = "skew per step: (max − min) / median of the ranks' step times"
     if len(skew.steps) == 0:
         why = "no step that every rank logged" if len(skew.ranks) > 1 or not skew.ranks else "one rank: no skew"
@@ -71,7 +76,7 @@ def skew_figure(skew: StepSkew, shown: np.ndarray) -> dict[str, Any]:
          "line": {"color": "#888", "width": 1, "dash": "dot"}, "name": "median skew"}]
     subtitle = "" if median is None else f" — median {median:.1%} over {len(skew.steps)} steps"
     return {"data": [trace], "layout": _layout(title + subtitle, 300, shapes=shapes, showlegend=False,
-                                               xaxis=_step_axis([int(skew.steps[0]), int(skew.steps[-1])]),
+                                               xaxis=_step_axis([int(skew.steps[0]), int(skew.steps[-1])], x_range),
                                                yaxis={"tickformat": ".0%", "rangemode": "tozero"})}
 
 

@@ -243,19 +243,26 @@ def ranks_view(store: LogdirStore, group: str) -> RanksView:
     return RanksView(group, ranks, skew, breakdown, replicas, alerts, tuple(_missing_notes(ranks, present)), warnings)
 
 
-def step_time_views(store: LogdirStore, cache: SmoothingCache, ranks: tuple[RankRun, ...],
-                    tag: str = STEP_TIME_MS) -> list[tuple[RankRun, ScalarView]]:
-    """Each rank's `tag` downsampled for display (envelope kept), for the ranks that log it."""
+def step_time_views(store: LogdirStore, cache: SmoothingCache, ranks: tuple[RankRun, ...], tag: str = STEP_TIME_MS,
+                    window: tuple[float, float] | None = None) -> list[tuple[RankRun, ScalarView]]:
+    """Each rank's `tag` inside `window` (steps; None: all), downsampled for display (envelope kept), for the ranks
+    that log it."""
     views = []
     for rank in ranks:
         try:
-            views.append((rank, scalar_view(store, cache, rank.run, tag)))
+            views.append((rank, scalar_view(store, cache, rank.run, tag, window=window)))
         except UnknownSeries:
             continue
     return views
 
 
-def skew_display_indices(skew: StepSkew, max_points: int = DEFAULT_POINTS) -> np.ndarray:
-    """Indices of the skew points to draw: every finite one up to ~`max_points`, else an envelope-keeping sample."""
-    finite = np.flatnonzero(np.isfinite(skew.skew))
+def skew_display_indices(skew: StepSkew, window: tuple[float, float] | None = None,
+                         max_points: int = DEFAULT_POINTS) -> np.ndarray:
+    """Indices of the skew points to draw: every finite one inside `window` (steps; None: all, else with one neighbour
+    on each side so the line reaches the edges) up to ~`max_points`, else an envelope-keeping sample of them."""
+    lo, hi = 0, len(skew.steps)
+    if window is not None:
+        lo = max(int(np.searchsorted(skew.steps, min(window), side="left")) - 1, 0)
+        hi = min(int(np.searchsorted(skew.steps, max(window), side="right")) + 1, hi)
+    finite = lo + np.flatnonzero(np.isfinite(skew.skew[lo:hi]))
     return finite[envelope_indices(skew.steps[finite], skew.skew[finite], max_points)]

@@ -9,6 +9,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 from board.components.empty_state import empty_state
 from board.components.rank_figures import breakdown_figure, skew_figure, step_time_figure
 from board.components.rank_tables import rank_alerts_table, ranks_table, replica_indicator, replica_table
+from board.components.relayout import window_from_relayout
 from board.context import board_context
 from board.data.ranks import RanksView, rank_groups, ranks_view, skew_display_indices, step_time_views
 
@@ -16,8 +17,9 @@ dash.register_page(__name__, path="/ranks", name="Ranks", order=3.5, title="flow
 
 GRAPHS = ("step-times", "skew", "breakdown")
 BREAKDOWN_NOTE = ("Compute, wait (for the gradients' AllReduce) and data are stacked: compute = step − wait − data at "
-                  "each step, the busy time the straggler rule compares. AllReduce in flight is drawn beside them, not in the sum: buckets sent during backward "
-                  "overlap compute. The outline is the median step time; medians of the parts need not add up to it.")
+                  "each step, the busy time the straggler rule compares. AllReduce in flight is drawn beside them, "
+                  "not in the sum: buckets sent during backward overlap compute. The outline is the median step time; "
+                  "medians of the parts need not add up to it.")
 
 
 def layout(group: str | None = None, **_query: str) -> html.Div:
@@ -26,7 +28,8 @@ def layout(group: str | None = None, **_query: str) -> html.Div:
     chosen = group if group in groups else (groups[0] if groups else None)
     missing = None
     if group is not None and group not in groups:
-        missing = html.Div(f"No run group {group!r} with rank sub-runs.", className="fs-notice", id="ranks-unknown")
+        shown = group if len(group) <= 200 else group[:200] + "…"
+        missing = html.Div(f"No run group {shown!r} with rank sub-runs.", className="fs-notice", id="ranks-unknown")
     return html.Div([
         html.H2("Ranks"),
         empty_state(context.store, "ranks") or (html.Div() if groups else html.Div(
@@ -52,6 +55,7 @@ def layout(group: str | None = None, **_query: str) -> html.Div:
             html.H3("Replica agreement (parameter checksums)"),
             html.Div(id="ranks-replicas"),
         ]),
+        dcc.Store(id="ranks-window"),  # the zoomed window of steps, shared by the step-time and skew charts
         dcc.Interval(id="ranks-poll", interval=context.config.browser_poll_ms),
     ])
 
@@ -69,26 +73,48 @@ def _summary(view: RanksView) -> str:
             f"(steps {int(view.skew.steps[0])}–{int(view.skew.steps[-1])})")
 
 
-def content(group: str) -> tuple[Any, ...]:
-    """The figures, tables and notes of `group`, in the order of the page callback's outputs."""
+def _window(data: Any) -> tuple[float, float] | None:
+    """The zoomed window of steps held by the page's store (None: the whole run)."""
+    if isinstance(data, list) and len(data) == 2 and all(isinstance(v, (int, float)) for v in data):
+        return float(min(data)), float(max(data))
+    return None
+
+
+def content(group: str, window: tuple[float, float] | None = None) -> tuple[Any, ...]:
+    """The figures, tables and notes of `group`, in the order of the page callback's outputs. The two step charts
+    show `window` (steps), downsampled again for it; they keep the user's zoom across refreshes (`uirevision`)."""
     context = board_context()
     view = ranks_view(context.store, group)
-    views = step_time_views(context.store, context.smoothing, view.ranks)
-    return (step_time_figure(views), skew_figure(view.skew, skew_display_indices(view.skew)),
-            breakdown_figure(view.breakdown), ranks_table(view.breakdown, view.warnings),
-            rank_alerts_table(view.alerts), html.Div([replica_indicator(view.replicas), replica_table(view.replicas)]),
-            _notes(view), _summary(view))
+    views = step_time_views(context.store, context.smoothing, view.ranks, window=window)
+    figures = [step_time_figure(views, window), skew_figure(view.skew, skew_display_indices(view.skew, window), window),
+               breakdown_figure(view.breakdown)]
+    for figure in figures:
+        figure["layout"]["uirevision"] = group
+    return (*figures, ranks_table(view.breakdown, view.warnings), rank_alerts_table(view.alerts),
+            html.Div([replica_indicator(view.replicas), replica_table(view.replicas)]), _notes(view), _summary(view))
 
 
 def register_callbacks(app: Dash) -> None:
+    @app.callback(Output("ranks-window", "data"), Input("ranks-step-times", "relayoutData"),
+                  Input("ranks-skew", "relayoutData"), Input("ranks-group", "value"), prevent_initial_call=True)
+    def _zoom(steps_relayout: dict | None, skew_relayout: dict | None, _group: str | None):
+        trigger = dash.ctx.triggered_id
+        if trigger == "ranks-group":
+            return None  # another group: its whole run
+        zoom = window_from_relayout((steps_relayout if trigger == "ranks-step-times" else skew_relayout) or {}, "step")
+        if zoom is None:
+            return no_update
+        return list(zoom.window) if zoom.window is not None else None
+
     @app.callback(*[Output(f"ranks-{name}", "figure") for name in GRAPHS], Output("ranks-per-rank", "children"),
                   Output("ranks-alerts", "children"), Output("ranks-replicas", "children"),
                   Output("ranks-notes", "children"), Output("ranks-summary", "children"),
-                  Output("ranks-content", "style"), Input("ranks-group", "value"), Input("ranks-poll", "n_intervals"))
-    def _refresh(group: str | None, _ticks: int | None):
+                  Output("ranks-content", "style"), Input("ranks-group", "value"), Input("ranks-window", "data"),
+                  Input("ranks-poll", "n_intervals"))
+    def _refresh(group: str | None, window: Any, _ticks: int | None):
         if not group or group not in rank_groups(board_context().store):
             return (*[no_update] * (len(GRAPHS) + 5), {"display": "none"})
-        return (*content(group), {})
+        return (*content(group, _window(window)), {})
 
     @app.callback(Output("ranks-group", "options"), Output("ranks-group", "value"), Input("ranks-poll", "n_intervals"),
                   State("ranks-group", "options"), State("ranks-group", "value"), prevent_initial_call=True)

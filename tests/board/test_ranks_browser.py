@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from board_helpers import watch_console, write_scalars
 from ranks_fixture import rank_tags, write_rank, write_straggler_group
@@ -22,6 +23,19 @@ def plot(page: Page, graph: str, expression: str):
 def wait_for_traces(page: Page, graph: str, count: int) -> None:
     page.wait_for_function(f"() => {{ const gd = document.querySelector('#{graph} .js-plotly-plot');"
                            f" return gd && gd.data && gd.data.length === {count}; }}")
+
+
+def zoom(page: Page, graph: str, relayout: str, done: str, attempts: int = 5) -> None:
+    """Zoom `graph` as a user would and wait for `done`; again if a relayout event of the chart's first sizing took
+    the zoom's place (Dash sees only the latest relayoutData)."""
+    for _ in range(attempts):
+        page.eval_on_selector(f"#{graph} .js-plotly-plot", f"gd => Plotly.relayout(gd, {relayout})")
+        try:
+            page.wait_for_function(f"() => {done}", timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError(f"zooming {graph} never led to {done}")
 
 
 def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page: Page, tmp_path: Path,
@@ -97,3 +111,24 @@ def test_ranks_page_without_any_rank_group_says_what_is_missing(page: Page, tmp_
     page.goto(board.url + "/ranks")
     expect(page.locator("#empty-ranks-groups")).to_contain_text("No run has rank sub-runs yet")
     expect(page.locator("#ranks-content")).to_be_hidden()
+
+
+def test_zooming_either_step_chart_fetches_that_window_for_both(page: Page, tmp_path: Path, serve_board) -> None:
+    write_straggler_group(tmp_path / "logs", "ddp", ranks=2, steps=40, slow_rank=1)
+    board = serve_board(tmp_path / "logs")
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(board.url + "/ranks?group=ddp")
+    wait_for_traces(page, "ranks-step-times", 2)
+    zoom(page, "ranks-step-times", "{'xaxis.range[0]': 10, 'xaxis.range[1]': 20}",
+         "document.querySelector('#ranks-skew .js-plotly-plot').data[0].x.length === 13")
+    # the window's points and one neighbour on each side, on both charts; the skew chart follows the zoom
+    assert plot(page, "ranks-skew", "Array.from(gd.data[0].x)") == list(range(9, 22))
+    assert plot(page, "ranks-skew", "gd.layout.xaxis.range") == [10, 20]
+    page.wait_for_function("() => document.querySelector('#ranks-step-times .js-plotly-plot').data[0].x.length === 13")
+    for rank in range(2):  # a refresh of the page (a new step reaches it) keeps the zoom
+        write_rank(tmp_path / "logs" / "ddp" / f"rank{rank}", rank_tags(np.array([100.0]), first_step=40))
+    expect(page.locator("#ranks-summary")).to_contain_text("at 41 steps")
+    assert plot(page, "ranks-step-times", "gd.layout.xaxis.range") == [10, 20]
+    assert plot(page, "ranks-skew", "gd.data[0].x.length") == 13
+    zoom(page, "ranks-skew", "{'xaxis.autorange': true}",
+         "document.querySelector('#ranks-step-times .js-plotly-plot').data[0].x.length === 41")

@@ -93,6 +93,21 @@ def test_a_zero_median_gives_nan_skew_and_the_display_keeps_every_finite_point(t
     skew = ranks_view(store_of(tmp_path), "z").skew
     assert np.isnan(skew.skew[0]) and skew.skew[1:].tolist() == pytest.approx([2 / 3, 0.0])
     assert skew_display_indices(skew).tolist() == [1, 2]
+    assert skew_display_indices(skew, window=(2, 2)).tolist() == [1, 2]  # the window and its left neighbour
+
+
+def test_the_skew_drawn_in_a_window_keeps_every_point_there_and_the_envelope_beyond(tmp_path: Path) -> None:
+    steps = 5000
+    times = np.tile(np.array([[100.0], [100.0], [100.0]]), steps)
+    times[2, 3001] = 400.0  # one spike on rank 2
+    for rank in range(3):
+        write_rank(tmp_path / "w" / f"rank{rank}", rank_tags(times[rank]))
+    skew = ranks_view(store_of(tmp_path), "w").skew
+    whole = skew_display_indices(skew, max_points=500)
+    assert len(whole) < 600 and 3001 in whole.tolist()  # downsampled, the spike kept
+    assert skew.skew[3001] == pytest.approx(3.0)
+    window = skew_display_indices(skew, window=(2990, 3010), max_points=500)
+    assert window.tolist() == list(range(2989, 3012))  # every point of a window smaller than max_points
 
 
 def test_replicas_agree_until_one_rank_differs_and_a_lagging_rank_is_pending(tmp_path: Path) -> None:
