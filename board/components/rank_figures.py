@@ -6,8 +6,7 @@ from typing import Any
 import numpy as np
 
 from board.components.colors import PALETTE
-from board.data.ranks import RankBreakdown, RankRun, StepSkew
-from board.data.views import ScalarView
+from board.data.ranks import RankBreakdown, RankLine, StepSkew
 
 # compute, wait, data stacked (they add up to the step), the AllReduce beside them (it overlaps compute)
 PART_COLORS = {"compute": "#4e79a7", "wait": "#e15759", "data": "#edc948", "allreduce": "#76b7b2"}
@@ -43,15 +42,14 @@ def _step_axis(steps: list[int], x_range: tuple[float, float] | None) -> dict[st
     return axis
 
 
-def step_time_figure(views: list[tuple[RankRun, ScalarView]], x_range: tuple[float, float] | None = None,
-                     title: str = "step time per rank (ms)") -> dict[str, Any]:
+def rank_lines_figure(lines: list[RankLine], title: str, x_range: tuple[float, float] | None = None) -> dict[str, Any]:
     """One line per rank (its colour fixed by its rank number); `x_range`: the zoomed window of steps."""
-    if not views:
-        return _empty(title, "no rank logs this tag")
-    data = [{"type": "scatter", "mode": "lines", "name": f"rank{rank.rank}", "x": view.x.tolist(),
-             "y": _floats(view.raw), "line": {"color": rank_color(rank.rank), "width": 1.4},
-             "hovertemplate": f"rank{rank.rank}<br>step %{{x}}: %{{y:.4g}} ms<extra></extra>"} for rank, view in views]
-    steps = [int(step) for _, view in views if len(view.x) for step in view.x[[0, -1]]]
+    if not lines:
+        return _empty(title, "no rank logs this series")
+    data = [{"type": "scatter", "mode": "lines", "name": f"rank{line.rank.rank}", "x": line.steps.tolist(),
+             "y": _floats(line.values), "line": {"color": rank_color(line.rank.rank), "width": 1.4},
+             "hovertemplate": f"rank{line.rank.rank}<br>step %{{x}}: %{{y:.4g}} ms<extra></extra>"} for line in lines]
+    steps = [int(step) for line in lines if len(line.steps) for step in line.steps[[0, -1]]]
     return {"data": data, "layout": _layout(title, 340, xaxis=_step_axis(steps, x_range),
                                             yaxis={"title": {"text": "ms"}, "rangemode": "tozero"},
                                             hovermode="x unified")}

@@ -32,8 +32,19 @@ def ranks_table(breakdown: tuple[RankBreakdown, ...], warnings: dict[str, tuple[
                       id="ranks-table")
 
 
+def _rounded(value: Any) -> Any:
+    """Floats at 6 significant digits (30.843335500000002 → 30.8433), at any depth of lists and dicts."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
+
+
 def _evidence(evidence: dict[str, Any]) -> html.Td:
-    items = [html.Li([html.Code(key), ": ", json.dumps(value) if not isinstance(value, str) else value])
+    items = [html.Li([html.Code(key), ": ", value if isinstance(value, str) else json.dumps(_rounded(value))])
              for key, value in evidence.items()]
     return html.Td(html.Ul(items, className="fs-evidence") if items else "—")
 

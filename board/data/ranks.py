@@ -11,7 +11,7 @@ from board.data.alerts import AlertFilter, RunAlert, alert_index
 from board.data.downsample import DEFAULT_POINTS, envelope_indices
 from board.data.series import ScalarColumns
 from board.data.store import LogdirStore, UnknownSeries
-from board.data.views import ScalarView, SmoothingCache, scalar_view
+from board.data.views import SmoothingCache, scalar_view
 from instrumentation.format.tags import DATA_TIME_MS, PERF, STEP_TIME_MS
 
 # NOTE: the data-parallel names of LOGFORMAT.md; they move to instrumentation/format (tags.py, alert_names.py) with
@@ -167,6 +167,16 @@ def _median(values: np.ndarray) -> float | None:
     return float(np.median(finite)) if len(finite) else None
 
 
+def compute_ms(step_time: ScalarColumns, wait: ScalarColumns | None, data: ScalarColumns | None) -> np.ndarray:
+    """compute (busy) = step − wait − data at each step of `step_time`: a part the rank never logs (None) counts 0,
+    a part it logs but not at that step makes it NaN."""
+    busy = step_time.values
+    for part in (wait, data):
+        if part is not None:
+            busy = busy - aligned(part, step_time.steps)
+    return busy
+
+
 def rank_breakdown(rank: RankRun, series: dict[str, ScalarColumns]) -> RankBreakdown:
     """Medians of the rank's step, compute, wait, data, AllReduce and bytes, over the steps it logged a step time."""
     step_time = series.get(STEP_TIME_MS)
@@ -176,8 +186,7 @@ def rank_breakdown(rank: RankRun, series: dict[str, ScalarColumns]) -> RankBreak
                              medians.get(DATA_TIME_MS), medians.get(ALLREDUCE_MS), medians.get(COMM_BYTES))
     steps = step_time.steps
     at_steps = {tag: aligned(columns, steps) for tag, columns in series.items() if tag != STEP_TIME_MS}
-    zeros = np.zeros(len(steps))  # a component that is not logged at all takes no time out of compute
-    compute = step_time.values - at_steps.get(ALLREDUCE_WAIT_MS, zeros) - at_steps.get(DATA_TIME_MS, zeros)
+    compute = compute_ms(step_time, series.get(ALLREDUCE_WAIT_MS), series.get(DATA_TIME_MS))
     optional = {tag: _median(values) for tag, values in at_steps.items()}
     return RankBreakdown(rank.rank, rank.run, len(steps), _median(step_time.values), _median(compute),
                          optional.get(ALLREDUCE_WAIT_MS), optional.get(DATA_TIME_MS), optional.get(ALLREDUCE_MS),
@@ -243,26 +252,63 @@ def ranks_view(store: LogdirStore, group: str) -> RanksView:
     return RanksView(group, ranks, skew, breakdown, replicas, alerts, tuple(_missing_notes(ranks, present)), warnings)
 
 
-def step_time_views(store: LogdirStore, cache: SmoothingCache, ranks: tuple[RankRun, ...], tag: str = STEP_TIME_MS,
-                    window: tuple[float, float] | None = None) -> list[tuple[RankRun, ScalarView]]:
-    """Each rank's `tag` inside `window` (steps; None: all), downsampled for display (envelope kept), for the ranks
-    that log it."""
-    views = []
+# What the per-rank line chart can show: a tag each rank logs, or compute (busy) derived per step.
+LINE_SERIES = {"step": STEP_TIME_MS, "compute": None, "wait": ALLREDUCE_WAIT_MS, "allreduce": ALLREDUCE_MS,
+               "data": DATA_TIME_MS}
+
+
+@dataclass(frozen=True, slots=True)
+class RankLine:
+    """Display-ready points of one rank's series (downsampled, envelope kept; non-finite points left out)."""
+
+    rank: RankRun
+    steps: np.ndarray
+    values: np.ndarray
+
+
+def compute_columns(store: LogdirStore, run: str) -> ScalarColumns | None:
+    """The rank's `compute_ms` at each step it logged a step time; None without step times."""
+    step_time = _columns(store, run, STEP_TIME_MS)
+    if step_time is None:
+        return None
+    return ScalarColumns(step_time.steps, step_time.wall_times, compute_ms(
+        step_time, _columns(store, run, ALLREDUCE_WAIT_MS), _columns(store, run, DATA_TIME_MS)))
+
+
+def display_indices(steps: np.ndarray, values: np.ndarray, window: tuple[float, float] | None = None,
+                    max_points: int = DEFAULT_POINTS) -> np.ndarray:
+    """Indices of the points to draw: every finite one inside `window` (steps; None: all, else with one neighbour on
+    each side so the line reaches the edges) up to ~`max_points`, else an envelope-keeping sample of them."""
+    lo, hi = 0, len(steps)
+    if window is not None:
+        lo = max(int(np.searchsorted(steps, min(window), side="left")) - 1, 0)
+        hi = min(int(np.searchsorted(steps, max(window), side="right")) + 1, hi)
+    finite = lo + np.flatnonzero(np.isfinite(values[lo:hi]))
+    return finite[envelope_indices(steps[finite], values[finite], max_points)]
+
+
+def rank_lines(store: LogdirStore, cache: SmoothingCache, ranks: tuple[RankRun, ...], series: str = "step",
+               window: tuple[float, float] | None = None) -> list[RankLine]:
+    """Each rank's `series` (a key of LINE_SERIES) inside `window`, downsampled for display, for the ranks that have
+    it."""
+    tag = LINE_SERIES[series]
+    lines = []
     for rank in ranks:
-        try:
-            views.append((rank, scalar_view(store, cache, rank.run, tag, window=window)))
-        except UnknownSeries:
+        if tag is not None:
+            try:
+                view = scalar_view(store, cache, rank.run, tag, window=window)
+            except UnknownSeries:
+                continue
+            lines.append(RankLine(rank, view.x, view.raw))
             continue
-    return views
+        columns = compute_columns(store, rank.run)
+        if columns is not None:
+            shown = display_indices(columns.steps, columns.values, window)
+            lines.append(RankLine(rank, columns.steps[shown], columns.values[shown]))
+    return lines
 
 
 def skew_display_indices(skew: StepSkew, window: tuple[float, float] | None = None,
                          max_points: int = DEFAULT_POINTS) -> np.ndarray:
-    """Indices of the skew points to draw: every finite one inside `window` (steps; None: all, else with one neighbour
-    on each side so the line reaches the edges) up to ~`max_points`, else an envelope-keeping sample of them."""
-    lo, hi = 0, len(skew.steps)
-    if window is not None:
-        lo = max(int(np.searchsorted(skew.steps, min(window), side="left")) - 1, 0)
-        hi = min(int(np.searchsorted(skew.steps, max(window), side="right")) + 1, hi)
-    finite = lo + np.flatnonzero(np.isfinite(skew.skew[lo:hi]))
-    return finite[envelope_indices(skew.steps[finite], skew.skew[finite], max_points)]
+    """`display_indices` of the skew series."""
+    return display_indices(skew.steps, skew.skew, window, max_points)

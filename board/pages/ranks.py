@@ -7,15 +7,21 @@ import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from board.components.empty_state import empty_state
-from board.components.rank_figures import breakdown_figure, skew_figure, step_time_figure
+from board.components.rank_figures import breakdown_figure, rank_lines_figure, skew_figure
 from board.components.rank_tables import rank_alerts_table, ranks_table, replica_indicator, replica_table
 from board.components.relayout import window_from_relayout
 from board.context import board_context
-from board.data.ranks import RanksView, rank_groups, ranks_view, skew_display_indices, step_time_views
+from board.data.ranks import LINE_SERIES, RanksView, rank_groups, rank_lines, ranks_view, skew_display_indices
 
 dash.register_page(__name__, path="/ranks", name="Ranks", order=3.5, title="flowscope · ranks")
 
 GRAPHS = ("step-times", "skew", "breakdown")
+LINE_TITLES = {"step": "step time per rank (ms)",
+               "compute": "compute per rank (ms): step − wait − data, the busy time the straggler rule compares",
+               "wait": "wait for the gradients' AllReduce per rank (ms)",
+               "allreduce": "AllReduce in flight per rank (ms), overlapping compute", "data": "data wait per rank (ms)"}
+LINE_LABELS = {"step": "step time", "compute": "compute (busy)", "wait": "wait", "allreduce": "AllReduce in flight",
+               "data": "data"}
 BREAKDOWN_NOTE = ("Compute, wait (for the gradients' AllReduce) and data are stacked: compute = step − wait − data at "
                   "each step, the busy time the straggler rule compares. AllReduce in flight is drawn beside them, "
                   "not in the sum: buckets sent during backward overlap compute. The outline is the median step time; "
@@ -39,6 +45,10 @@ def layout(group: str | None = None, **_query: str) -> html.Div:
         html.Div(className="fs-controls", children=[
             html.Label("run group", htmlFor="ranks-group"),
             dcc.Dropdown(id="ranks-group", options=groups, value=chosen, clearable=False, style={"minWidth": "22em"}),
+            html.Label("lines", htmlFor="ranks-series"),
+            dcc.RadioItems(id="ranks-series", options=[{"label": label, "value": key} for key, label in
+                                                        LINE_LABELS.items()], value="step", inline=True,
+                           inputStyle={"marginRight": "0.25em"}, labelStyle={"marginRight": "0.8em"}),
             html.Span(id="ranks-summary", className="fs-muted"),
         ]),
         html.Div(id="ranks-notes"),
@@ -80,13 +90,15 @@ def _window(data: Any) -> tuple[float, float] | None:
     return None
 
 
-def content(group: str, window: tuple[float, float] | None = None) -> tuple[Any, ...]:
+def content(group: str, window: tuple[float, float] | None = None, series: str = "step") -> tuple[Any, ...]:
     """The figures, tables and notes of `group`, in the order of the page callback's outputs. The two step charts
-    show `window` (steps), downsampled again for it; they keep the user's zoom across refreshes (`uirevision`)."""
+    show `window` (steps), downsampled again for it; they keep the user's zoom across refreshes (`uirevision`). The
+    line chart shows `series` (a key of LINE_SERIES) of every rank."""
     context = board_context()
     view = ranks_view(context.store, group)
-    views = step_time_views(context.store, context.smoothing, view.ranks, window=window)
-    figures = [step_time_figure(views, window), skew_figure(view.skew, skew_display_indices(view.skew, window), window),
+    series = series if series in LINE_SERIES else "step"
+    lines = rank_lines(context.store, context.smoothing, view.ranks, series, window)
+    figures = [rank_lines_figure(lines, LINE_TITLES[series], window), skew_figure(view.skew, skew_display_indices(view.skew, window), window),
                breakdown_figure(view.breakdown)]
     for figure in figures:
         figure["layout"]["uirevision"] = group
@@ -110,11 +122,11 @@ def register_callbacks(app: Dash) -> None:
                   Output("ranks-alerts", "children"), Output("ranks-replicas", "children"),
                   Output("ranks-notes", "children"), Output("ranks-summary", "children"),
                   Output("ranks-content", "style"), Input("ranks-group", "value"), Input("ranks-window", "data"),
-                  Input("ranks-poll", "n_intervals"))
-    def _refresh(group: str | None, window: Any, _ticks: int | None):
+                  Input("ranks-series", "value"), Input("ranks-poll", "n_intervals"))
+    def _refresh(group: str | None, window: Any, series: Any, _ticks: int | None):
         if not group or group not in rank_groups(board_context().store):
             return (*[no_update] * (len(GRAPHS) + 5), {"display": "none"})
-        return (*content(group, _window(window)), {})
+        return (*content(group, _window(window), series if isinstance(series, str) else "step"), {})
 
     @app.callback(Output("ranks-group", "options"), Output("ranks-group", "value"), Input("ranks-poll", "n_intervals"),
                   State("ranks-group", "options"), State("ranks-group", "value"), prevent_initial_call=True)

@@ -86,6 +86,13 @@ def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page:
     expect(page.locator("#ranks-notes")).to_be_empty()
     page.screenshot(path=str(tmp_path / "ranks.png"), full_page=True)
 
+    page.get_by_label("compute (busy)").check()  # in step time the others' waiting hides the straggler; not here
+    expect(page.locator("#ranks-step-times .gtitle")).to_contain_text("compute per rank")
+    busy = [plot(page, "ranks-step-times", f"Array.from(gd.data[{rank}].y)") for rank in range(4)]
+    assert min(busy[2]) > 1.2 * max(max(busy[rank]) for rank in (0, 1, 3))
+    page.get_by_label("step time").check()
+    expect(page.locator("#ranks-step-times .gtitle")).to_have_text("step time per rank (ms)")
+
     for rank in range(4):  # training goes on: a new step on every rank reaches the open page
         write_rank(logdir / "ddp" / f"rank{rank}", rank_tags(np.array([100.0 + 10 * rank]), first_step=40))
     page.wait_for_function("() => document.querySelector('#ranks-skew .js-plotly-plot').data[0].x.length === 41")

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from board.data.ranks import (ALLREDUCE_MS, ALLREDUCE_WAIT_MS, PARAM_CHECKSUM, UnknownGroup, rank_groups, rank_of,
-                              ranks_view, skew_display_indices)
+from board.data.ranks import (ALLREDUCE_MS, ALLREDUCE_WAIT_MS, PARAM_CHECKSUM, UnknownGroup, rank_groups, rank_lines,
+                              rank_of, ranks_view, skew_display_indices)
+from board.data.views import SmoothingCache
 from board.data.store import LogdirStore
 from board_helpers import DROP_FILE_MODE_CAPABILITIES, REPO, write_scalars
 from instrumentation.format.tags import DATA_TIME_MS, STEP_TIME_MS
@@ -60,6 +61,13 @@ def test_skew_and_breakdown_are_the_hand_computed_numbers(tmp_path: Path) -> Non
                                          (2, 4, 12.5, 10.5, 0.0, 1.0, 3.0, 1024.0)]
     assert view.notes == (f"this run logs no parameter checksums ({PARAM_CHECKSUM}): replica agreement is not checked",)
     assert view.alerts == () and view.warnings == {}
+    store = store_of(tmp_path)
+    lines = rank_lines(store, SmoothingCache(), view.ranks, "compute")
+    assert [line.values.tolist() for line in lines] == [[6, 6, 6, 7], [8, 9, 12, 7], [12, 11, 10, 10]]
+    waits = rank_lines(store, SmoothingCache(), view.ranks, "wait", window=(2, 2))
+    assert [(line.steps.tolist(), line.values.tolist()) for line in waits] == [([1, 2, 3], [4, 4, 2]),
+                                                                             ([1, 2, 3], [1, 0, 1]),
+                                                                             ([1, 2, 3], [0, 0, 9])]
 
 
 def test_skew_is_taken_only_at_steps_every_rank_logged_and_matches_numpy(tmp_path: Path) -> None:
@@ -236,6 +244,9 @@ def test_ranks_without_some_tags_are_named_and_left_out_of_what_uses_them(tmp_pa
     assert view.skew.ranks == (0, 1, 2) and view.skew.skew.tolist() == pytest.approx([20 / 10, 18 / 12])
     assert view.breakdown[2].compute_ms == 30.0 and view.breakdown[2].wait_ms is None
     assert view.breakdown[0].compute_ms == pytest.approx(7.5)  # (10 − 2 − 1, 12 − 3 − 1)
+    lines = rank_lines(store_of(tmp_path), SmoothingCache(), view.ranks, "compute")
+    assert [line.values.tolist() for line in lines] == [[7, 8], [7, 8], [30, 30]]  # rank2: nothing to subtract
+    assert [line.rank.rank for line in rank_lines(store_of(tmp_path), SmoothingCache(), view.ranks, "data")] == [0, 1]
     assert view.replicas.ranks == (0, 1) and view.replicas.checks[0].agree
     assert set(view.notes) == {f"rank2 logs no {tag}: it is left out of what uses it"
                                for tag in (DATA_TIME_MS, ALLREDUCE_WAIT_MS, ALLREDUCE_MS, PARAM_CHECKSUM)}
