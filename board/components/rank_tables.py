@@ -46,7 +46,7 @@ def _rounded(value: Any) -> Any:
 def _evidence(evidence: dict[str, Any]) -> html.Td:
     items = [html.Li([html.Code(key), ": ", value if isinstance(value, str) else json.dumps(_rounded(value))])
              for key, value in evidence.items()]
-    return html.Td(html.Ul(items, className="fs-evidence") if items else "—")
+    return html.Td(html.Ul(items, className="fs-evidence") if items else "—", className="ranks-evidence")
 
 
 def rank_alerts_table(items: tuple[RunAlert, ...]) -> html.Div | html.Table:
