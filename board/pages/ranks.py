@@ -1,6 +1,7 @@
 """Ranks: a data-parallel run group side by side — step time per rank, skew, breakdown, alerts, replica agreement."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dash
@@ -85,7 +86,7 @@ def _summary(view: RanksView) -> str:
 
 def _window(data: Any) -> tuple[float, float] | None:
     """The zoomed window of steps held by the page's store (None: the whole run)."""
-    if isinstance(data, list) and len(data) == 2 and all(isinstance(v, (int, float)) for v in data):
+    if isinstance(data, list) and len(data) == 2 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in data):
         return float(min(data)), float(max(data))
     return None
 
@@ -124,7 +125,7 @@ def register_callbacks(app: Dash) -> None:
                   Output("ranks-content", "style"), Input("ranks-group", "value"), Input("ranks-window", "data"),
                   Input("ranks-series", "value"), Input("ranks-poll", "n_intervals"))
     def _refresh(group: str | None, window: Any, series: Any, _ticks: int | None):
-        if not group or group not in rank_groups(board_context().store):
+        if not isinstance(group, str) or group not in rank_groups(board_context().store):
             return (*[no_update] * (len(GRAPHS) + 5), {"display": "none"})
         return (*content(group, _window(window), series if isinstance(series, str) else "step"), {})
 

@@ -87,3 +87,38 @@ def test_hostile_group_values_never_cause_a_server_error(client: FlaskClient, va
         if response.status_code >= 400:
             assert body["error"] and body["status"] == response.status_code
     assert client.get("/api/ranks?group=%ff%fe").status_code == 404  # bytes that are not UTF-8
+
+
+def _refresh_request(group: object, window: object, series: object) -> dict:
+    """The Ranks page's refresh callback request, as the browser sends it."""
+    outputs = [{"id": f"ranks-{name}", "property": "figure"} for name in ("step-times", "skew", "breakdown")] + [
+        {"id": f"ranks-{name}", "property": "children"} for name in ("per-rank", "alerts", "replicas", "notes",
+                                                                      "summary")] + [
+        {"id": "ranks-content", "property": "style"}]
+    return {"output": ".." + "...".join(f"{o['id']}.{o['property']}" for o in outputs) + "..",
+            "outputs": outputs,
+            "inputs": [{"id": "ranks-group", "property": "value", "value": group},
+                       {"id": "ranks-window", "property": "data", "value": window},
+                       {"id": "ranks-series", "property": "value", "value": series},
+                       {"id": "ranks-poll", "property": "n_intervals", "value": 1}],
+            "changedPropIds": ["ranks-poll.n_intervals"]}
+
+
+@pytest.mark.parametrize("group, window, series", [
+    ("../../etc/passwd", None, "step"), ("x" * 100_000, None, "step"), (["ddp"], None, "step"),
+    ("ddp", "not a window", "compute"), ("ddp", [1, "x"], "wait"), ("ddp", [float("nan"), 3], {"a": 1}),
+    ("ddp", [5, 10], "../../etc/passwd")])
+def test_the_page_callback_answers_hostile_inputs_without_a_server_error(client: FlaskClient, group, window,
+                                                                         series) -> None:
+    client.get("/")  # Dash finishes its set-up on the first request
+    response = client.post("/_dash-update-component", json=_refresh_request(group, window, series))
+    assert response.status_code in (200, 204), response.get_data(as_text=True)[:300]
+
+
+def test_the_page_callback_draws_a_window_of_the_compute_series(client: FlaskClient) -> None:
+    client.get("/")
+    answer = client.post("/_dash-update-component", json=_refresh_request("ddp", [5, 10], "compute")).get_json()
+    figure = answer["response"]["ranks-step-times"]["figure"]
+    assert [trace["name"] for trace in figure["data"]] == [f"rank{k}" for k in range(4)]
+    assert figure["data"][0]["x"] == list(range(4, 12)) and figure["layout"]["xaxis"]["range"] == [5, 10]
+    assert figure["layout"]["title"]["text"].startswith("compute per rank")
