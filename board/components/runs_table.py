@@ -65,8 +65,8 @@ def runs_table(summaries: list[RunSummary], now: float | None = None) -> html.Ta
         group = summary.group
         if group != summary.name and group not in named and group not in headed:
             headed.add(group)
-            rows.append(html.Tr([html.Td([f"{group}  ({ranks[group]} ranks) ", _ranks_view(group)], colSpan=len(COLUMNS),
-                                         className="fs-group")]))
+            title = f"{group}  ({ranks[group]} ranks) "
+            rows.append(html.Tr([html.Td([title, _ranks_view(group)], colSpan=len(COLUMNS), className="fs-group")]))
         indent = {"paddingLeft": "1.5em"} if summary.group != summary.name else {}
         own_ranks = [" ", _ranks_view(summary.name)] if summary.name in ranks else []  # a run that also has ranks
         rows.append(html.Tr([

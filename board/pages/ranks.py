@@ -86,7 +86,8 @@ def _summary(view: RanksView) -> str:
 
 def _window(data: Any) -> tuple[float, float] | None:
     """The zoomed window of steps held by the page's store (None: the whole run)."""
-    if isinstance(data, list) and len(data) == 2 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in data):
+    numbers = isinstance(data, list) and len(data) == 2 and all(isinstance(v, (int, float)) for v in data)
+    if numbers and all(math.isfinite(v) for v in data):
         return float(min(data)), float(max(data))
     return None
 
@@ -99,8 +100,8 @@ def content(group: str, window: tuple[float, float] | None = None, series: str =
     view = ranks_view(context.store, group)
     series = series if series in LINE_SERIES else "step"
     lines = rank_lines(context.store, context.smoothing, view.ranks, series, window)
-    figures = [rank_lines_figure(lines, LINE_TITLES[series], window), skew_figure(view.skew, skew_display_indices(view.skew, window), window),
-               breakdown_figure(view.breakdown)]
+    figures = [rank_lines_figure(lines, LINE_TITLES[series], window),
+               skew_figure(view.skew, skew_display_indices(view.skew, window), window), breakdown_figure(view.breakdown)]
     for figure in figures:
         figure["layout"]["uirevision"] = group
     return (*figures, ranks_table(view.breakdown, view.warnings), rank_alerts_table(view.alerts),

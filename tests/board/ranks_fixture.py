@@ -1,4 +1,5 @@
-"""Rank groups written with the instrumentation's SummaryWriter and AlertWriter, as data-parallel training lays them out."""
+"""Rank groups written with the instrumentation's SummaryWriter and AlertWriter, laid out as data-parallel training
+writes them."""
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -80,7 +80,8 @@ def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page:
     expect(alert).to_contain_text("busy_ms: 78.0")
     expect(alert).to_contain_text("others_busy_ms: 60.0")
     expect(alert).to_contain_text("window_steps: [0, 19]")
-    expect(page.locator("#ranks-replica-indicator")).to_have_text("✓ replicas agree at all 4 checked steps (last: step 30)")
+    expect(page.locator("#ranks-replica-indicator")).to_have_text(
+        "✓ replicas agree at all 4 checked steps (last: step 30)")
     expect(page.locator("#ranks-replica-table tbody tr")).to_have_count(4)
     expect(page.locator("#ranks-table tbody tr")).to_have_count(4)
     expect(page.locator("#ranks-notes")).to_be_empty()

@@ -57,7 +57,8 @@ def test_skew_and_breakdown_are_the_hand_computed_numbers(tmp_path: Path) -> Non
     assert view.skew.median_ms.tolist() == [11, 12, 11, 10]
     # compute = step − wait − data: rank0 [6, 6, 6, 7], rank1 [8, 9, 12, 7], rank2 [12, 11, 10, 10]
     assert [(b.rank, b.steps, b.step_ms, b.compute_ms, b.wait_ms, b.data_ms, b.allreduce_ms, b.comm_bytes)
-            for b in view.breakdown] == [(0, 4, 10.5, 6.0, 3.5, 1.0, 5.5, 1024.0), (1, 4, 11.5, 8.5, 1.0, 2.0, 4.0, 1024.0),
+            for b in view.breakdown] == [(0, 4, 10.5, 6.0, 3.5, 1.0, 5.5, 1024.0),
+                                         (1, 4, 11.5, 8.5, 1.0, 2.0, 4.0, 1024.0),
                                          (2, 4, 12.5, 10.5, 0.0, 1.0, 3.0, 1024.0)]
     assert view.notes == (f"this run logs no parameter checksums ({PARAM_CHECKSUM}): replica agreement is not checked",)
     assert view.alerts == () and view.warnings == {}
@@ -140,7 +141,8 @@ def test_checksums_written_as_float32_compare_exactly(tmp_path: Path) -> None:
     write_rank(tmp_path / "x" / "rank0", checksum_tags({0: top, 5: top}))
     write_rank(tmp_path / "x" / "rank1", checksum_tags({0: top, 5: top - 1}))
     replicas = ranks_view(store_of(tmp_path), "x").replicas
-    assert [(c.step, c.agree, c.checksums) for c in replicas.checks] == [(0, True, (top, top)), (5, False, (top, top - 1))]
+    assert [(c.step, c.agree, c.checksums) for c in replicas.checks] == [(0, True, (top, top)),
+                                                                        (5, False, (top, top - 1))]
 
 
 def test_the_groups_straggler_and_divergence_alerts_and_no_others(tmp_path: Path) -> None:
