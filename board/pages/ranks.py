@@ -29,6 +29,13 @@ BREAKDOWN_NOTE = ("Compute, wait (for the gradients' AllReduce) and data are sta
                   "medians of the parts need not add up to it.")
 
 
+def _empty(groups: list[str]) -> html.Div:
+    """Why there is nothing to show (no log directory yet, no runs, no run with ranks), or nothing."""
+    return empty_state(board_context().store, "ranks") or (html.Div() if groups else html.Div(
+        "No run has rank sub-runs yet: data-parallel training writes one run per rank, <run>/rank0, <run>/rank1, … "
+        "(see docs/board.md, The Ranks page).", className="fs-empty", id="empty-ranks-groups"))
+
+
 def layout(group: str | None = None, **_query: str) -> html.Div:
     context = board_context()
     groups = list(rank_groups(context.store))
@@ -39,9 +46,7 @@ def layout(group: str | None = None, **_query: str) -> html.Div:
         missing = html.Div(f"No run group {shown!r} with rank sub-runs.", className="fs-notice", id="ranks-unknown")
     return html.Div([
         html.H2("Ranks"),
-        empty_state(context.store, "ranks") or (html.Div() if groups else html.Div(
-            "No run has rank sub-runs yet: data-parallel training writes one run per rank, <run>/rank0, <run>/rank1, "
-            "… (see docs/board.md, The Ranks page).", className="fs-empty", id="empty-ranks-groups")),
+        html.Div(id="ranks-empty", children=_empty(groups)),
         missing or html.Div(),
         html.Div(className="fs-controls", children=[
             html.Label("run group", htmlFor="ranks-group"),
@@ -130,9 +135,11 @@ def register_callbacks(app: Dash) -> None:
             return (*[no_update] * (len(GRAPHS) + 5), {"display": "none"})
         return (*content(group, _window(window), series if isinstance(series, str) else "step"), {})
 
-    @app.callback(Output("ranks-group", "options"), Output("ranks-group", "value"), Input("ranks-poll", "n_intervals"),
-                  State("ranks-group", "options"), State("ranks-group", "value"), prevent_initial_call=True)
+    @app.callback(Output("ranks-group", "options"), Output("ranks-group", "value"), Output("ranks-empty", "children"),
+                  Input("ranks-poll", "n_intervals"), State("ranks-group", "options"), State("ranks-group", "value"),
+                  prevent_initial_call=True)
     def _groups(_ticks: int | None, options: list[str] | None, chosen: str | None):
         groups = list(rank_groups(board_context().store))
         first = groups[0] if groups and chosen is None else no_update  # the first group to appear is shown
-        return (groups if groups != options else no_update), first
+        changed = groups != options
+        return (groups if changed else no_update), first, (_empty(groups) if changed else no_update)

@@ -112,13 +112,19 @@ def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page:
     assert errors == []
 
 
-def test_ranks_page_without_any_rank_group_says_what_is_missing(page: Page, tmp_path: Path, serve_board) -> None:
+def test_ranks_page_without_any_rank_group_says_what_is_missing_until_one_appears(page: Page, tmp_path: Path,
+                                                                                   serve_board) -> None:
     write_scalars(tmp_path / "logs" / "solo", "loss", np.arange(3), np.ones(3))
     board = serve_board(tmp_path / "logs")
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(board.url + "/ranks")
     expect(page.locator("#empty-ranks-groups")).to_contain_text("No run has rank sub-runs yet")
     expect(page.locator("#ranks-content")).to_be_hidden()
+    for rank in range(2):  # a data-parallel job starts: the open page shows it
+        write_rank(tmp_path / "logs" / "job" / f"rank{rank}", rank_tags(np.array([10.0, 12.0 + rank])))
+    wait_for_traces(page, "ranks-step-times", 2)
+    expect(page.locator("#empty-ranks-groups")).to_have_count(0)
+    expect(page.locator("#ranks-summary")).to_contain_text("2 ranks · skew over 2 ranks at 2 steps")
 
 
 def test_zooming_either_step_chart_fetches_that_window_for_both(page: Page, tmp_path: Path, serve_board) -> None:
