@@ -10,7 +10,7 @@ from dash.exceptions import DependencyException
 from flask import Response, request
 from werkzeug.exceptions import HTTPException
 
-from board import api_graph, api_media  # noqa: F401 - add the graph, text, images, ... routes to the API blueprint
+from board import api_graph, api_media, api_ranks  # noqa: F401 - add the graph, text, images, ranks... routes to the API
 from board.api import StrictJSONProvider, api, json_error
 from board.config import BoardConfig
 from board.context import EXTENSION, BoardContext
@@ -64,10 +64,10 @@ def _callback_request_error(error: Exception) -> Response:
 
 def _pages() -> list:
     # NOTE: imported here, not at module top: dash.register_page needs an app created with use_pages first.
-    from board.pages import (alerts, dynamics, graph, histograms, hparams, images, memory, pr_curves, profile, runs,
-                             scalars, system, text)
+    from board.pages import (alerts, dynamics, graph, histograms, hparams, images, memory, pr_curves, profile, ranks,
+                             runs, scalars, system, text)
 
-    pages = [runs, scalars, histograms, memory, system, dynamics, alerts, profile, graph, text, images, hparams,
+    pages = [runs, scalars, histograms, memory, system, dynamics, ranks, alerts, profile, graph, text, images, hparams,
              pr_curves]
     for page in pages:  # what Dash does itself for modules it imports from a pages folder
         dash.page_registry[page.__name__]["layout"] = page.layout

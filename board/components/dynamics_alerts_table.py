@@ -6,6 +6,8 @@ from urllib.parse import urlencode
 from dash import dcc, html
 
 from board.data.alerts import RunAlert
+from board.data.discovery import run_group
+from board.data.ranks import RANK_ALERT_KINDS
 from instrumentation.format.alert_names import INPUT_BOUND, MEMORY_KINDS, SNAPSHOT
 
 SEVERITY_BADGES = {"error": "fs-badge fs-badge-error", "warning": "fs-badge fs-badge-warn", "info": "fs-badge"}
@@ -23,9 +25,16 @@ def profile_link(run: str, step: int) -> str:
     return "/profile?" + urlencode({"run": run, "step": step})
 
 
+def ranks_link(group: str) -> str:
+    return "/ranks?" + urlencode({"group": group})
+
+
 def alert_link(item: RunAlert) -> str:
     """Where an alert's evidence is shown: the Memory page (with its snapshot), the step on the Profile page (where
-    the time waiting for data is split out) for an input-bound run, else the step on the Dynamics page."""
+    the time waiting for data is split out) for an input-bound run, the Ranks page of the run's group for a rank
+    alert, else the step on the Dynamics page."""
+    if item.alert.kind in RANK_ALERT_KINDS:
+        return ranks_link(run_group(item.run))
     if item.alert.kind == INPUT_BOUND:
         return profile_link(item.run, item.alert.step)
     if item.alert.kind in MEMORY_KINDS:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import time
 
-from dash import html
+from dash import dcc, html
 
 from board.components.colors import run_color
+from board.components.dynamics_alerts_table import ranks_link
 from board.data.reader import is_event_file
 from board.data.run import RunSummary
 from instrumentation.format.units import format_bytes
@@ -47,6 +48,11 @@ def _short(warning: str, limit: int = 60) -> str:
     return label if len(label) <= limit else label[:limit - 1] + "…"
 
 
+def _ranks_view(group: str) -> dcc.Link:
+    return dcc.Link("ranks view →", href=ranks_link(group), className="fs-badge fs-ranks-link",
+                    id={"type": "runs-ranks-link", "group": group}, title="step time, skew and breakdown per rank")
+
+
 def runs_table(summaries: list[RunSummary], now: float | None = None) -> html.Table:
     rows = []
     ranks: dict[str, int] = {}
@@ -59,11 +65,13 @@ def runs_table(summaries: list[RunSummary], now: float | None = None) -> html.Ta
         group = summary.group
         if group != summary.name and group not in named and group not in headed:
             headed.add(group)
-            rows.append(html.Tr([html.Td(f"{group}  ({ranks[group]} ranks)", colSpan=len(COLUMNS), className="fs-group")]))
+            title = f"{group}  ({ranks[group]} ranks) "
+            rows.append(html.Tr([html.Td([title, _ranks_view(group)], colSpan=len(COLUMNS), className="fs-group")]))
         indent = {"paddingLeft": "1.5em"} if summary.group != summary.name else {}
+        own_ranks = [" ", _ranks_view(summary.name)] if summary.name in ranks else []  # a run that also has ranks
         rows.append(html.Tr([
-            html.Td([html.Span("●", style={"color": run_color(summary.name)}), " ", summary.name], style=indent,
-                    className="fs-run-name"),
+            html.Td([html.Span("●", style={"color": run_color(summary.name)}), " ", summary.name, *own_ranks],
+                    style=indent, className="fs-run-name"),
             html.Td("—" if summary.last_step is None else str(summary.last_step)),
             html.Td(human_age(summary.last_update, now), title="" if summary.last_update is None else
                     time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(summary.last_update))),

@@ -67,3 +67,30 @@ def assert_refused(client: FlaskClient, url: str, status: int, message: str) -> 
     """`url` answers `status` with an error body whose message contains `message`."""
     response = client.get(url)
     assert response.status_code == status and message in response.get_json()["error"]
+
+
+# A child process's first lines: give up the capabilities that let root ignore file modes (CAP_DAC_OVERRIDE,
+# CAP_DAC_READ_SEARCH), so that the kernel applies mode 000 to it as to any user (tests run as root in CI).
+DROP_FILE_MODE_CAPABILITIES = r'''
+import ctypes, json, sys
+from pathlib import Path
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class Header(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class Data(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3
+assert libc.capget(ctypes.byref(header), data) == 0, ctypes.get_errno()
+dac = (1 << 1) | (1 << 2)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+data[0].effective &= ~dac
+data[0].permitted &= ~dac
+data[0].inheritable &= ~dac
+assert libc.capset(ctypes.byref(header), data) == 0, ctypes.get_errno()
+'''

@@ -29,3 +29,11 @@ def test_input_bound_alerts_open_the_step_on_the_profile_page():
     waiting = RunAlert("exp/r", Alert("input_bound", "warning", "data", "waits for data", 12, 0.0, {}))
     url = urlsplit(alert_link(waiting))
     assert url.path == "/profile" and parse_qs(url.query) == {"run": ["exp/r"], "step": ["12"]}
+
+
+def test_rank_alerts_open_their_groups_ranks_page():
+    straggler = RunAlert("exp/a&b/rank3", Alert("straggler", "warning", "rank3", "slow", 40, 0.0, {}))
+    url = urlsplit(alert_link(straggler))
+    assert url.path == "/ranks" and parse_qs(url.query) == {"group": ["exp/a&b"]}
+    divergence = RunAlert("rank1", Alert("replica_divergence", "error", "rank1", "differ", 10, 0.0, {}))
+    assert alert_link(divergence) == "/ranks?group=."

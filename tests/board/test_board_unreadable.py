@@ -13,32 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from board_helpers import REPO, write_scalars
+from board_helpers import DROP_FILE_MODE_CAPABILITIES, REPO, write_scalars
 from instrumentation.format.alerts import ALERTS_RELPATH, Alert, AlertWriter
 
-CHILD = r'''
-import ctypes, json, sys
-from pathlib import Path
-
-libc = ctypes.CDLL(None, use_errno=True)
-
-
-class Header(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class Data(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3
-assert libc.capget(ctypes.byref(header), data) == 0, ctypes.get_errno()
-dac = (1 << 1) | (1 << 2)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-data[0].effective &= ~dac
-data[0].permitted &= ~dac
-data[0].inheritable &= ~dac
-assert libc.capset(ctypes.byref(header), data) == 0, ctypes.get_errno()
-
+CHILD = DROP_FILE_MODE_CAPABILITIES + r'''
 from board.data.alerts import AlertIndex
 from board.data.store import LogdirStore
 
