@@ -2,7 +2,6 @@
 skew across ranks, each rank's compute / communication / wait / data breakdown, replica agreement and its alerts."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,17 +11,12 @@ from board.data.downsample import DEFAULT_POINTS, envelope_indices
 from board.data.series import ScalarColumns
 from board.data.store import LogdirStore, UnknownSeries
 from board.data.views import SmoothingCache, scalar_view
-from instrumentation.format.tags import DATA_TIME_MS, PERF, STEP_TIME_MS
+from instrumentation.format import ranks as rank_names
+from instrumentation.format.alert_names import DISTRIBUTED_KINDS as RANK_ALERT_KINDS
+from instrumentation.format.tags import (ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES, DATA_TIME_MS, PARAM_CHECKSUM,
+                                         RANK_STEP_TAGS, STEP_TIME_MS)
 
-# NOTE: the data-parallel names of LOGFORMAT.md; they move to instrumentation/format (tags.py, alert_names.py) with
-# the instrumentation that writes them, and are imported from there once it lands.
-ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES = PERF + "allreduce_ms", PERF + "allreduce_wait_ms", PERF + "comm_bytes"
-PARAM_CHECKSUM = "dist/param_checksum"
-STRAGGLER, REPLICA_DIVERGENCE = "straggler", "replica_divergence"
-RANK_ALERT_KINDS = (STRAGGLER, REPLICA_DIVERGENCE)
-RANK_TAGS = (STEP_TIME_MS, DATA_TIME_MS, ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES)
-
-_RANK = re.compile(r"rank(\d+)")
+RANK_TAGS = RANK_STEP_TAGS  # step, data, AllReduce in flight, AllReduce wait, bytes: the rank monitor's row
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +92,7 @@ class UnknownGroup(UnknownSeries):
 
 def rank_of(run: str) -> int | None:
     """k of a run named `…/rank<k>` (or `rank<k>`), else None."""
-    match = _RANK.fullmatch(run.rpartition("/")[2])
-    return int(match.group(1)) if match else None
+    return rank_names.rank_of(run.rpartition("/")[2])
 
 
 def rank_groups(store: LogdirStore) -> dict[str, tuple[RankRun, ...]]:
