@@ -97,7 +97,8 @@ def test_with_4_ranks_the_planted_straggler_is_the_busiest_and_no_other_rank_is_
     read = check_rank_runs(run, 4, STRAGGLER_STEPS)
     medians = [float(np.median(busy_ms(read[k]))) for k in range(4)]
     assert max(range(4), key=medians.__getitem__) == 1, medians
-    assert medians[1] >= 1.1 * float(np.median([medians[k] for k in (0, 2, 3)])), medians
+    # NOTE: 1.15-1.2x here when the machine is quiet, once below 1.1x while other jobs held the cores (load 15)
+    assert medians[1] >= 1.05 * float(np.median([medians[k] for k in (0, 2, 3)])), medians
     assert {a.subject for k in range(4) for a in alerts(run, k)} <= {"rank1"}
     for k in (0, 2, 3):
         assert alerts(run, k) == [], k
