@@ -73,6 +73,9 @@ def replica_indicator(replicas: ReplicaAgreement) -> html.Div:
         differing = sum(not check.agree for check in replicas.checks)
         text, style = (f"✗ replicas differ from step {replicas.first_divergent_step} on "
                        f"({differing} of {checked} checked steps){pending}", "fs-badge fs-badge-error")
+    elif checked == 1:
+        text, style = f"✓ replicas agree at the one checked step (step {replicas.checks[0].step}){pending}", \
+            "fs-badge fs-badge-ok"
     elif checked:
         text, style = (f"✓ replicas agree at all {checked} checked steps (last: step {replicas.checks[-1].step})"
                        f"{pending}", "fs-badge fs-badge-ok")

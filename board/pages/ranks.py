@@ -54,10 +54,11 @@ def layout(group: str | None = None, **_query: str) -> html.Div:
         html.Div(className="fs-controls", children=[
             html.Label("run group", htmlFor="ranks-group"),
             dcc.Dropdown(id="ranks-group", options=groups, value=chosen, clearable=False, style={"minWidth": "22em"}),
-            html.Label("lines", htmlFor="ranks-series"),
-            dcc.RadioItems(id="ranks-series", options=[{"label": label, "value": key} for key, label in
-                                                        LINE_LABELS.items()], value="step", inline=True,
-                           inputStyle={"marginRight": "0.25em"}, labelStyle={"marginRight": "0.8em"}),
+            html.Span(style={"display": "inline-flex", "alignItems": "center", "gap": "0.6em"}, children=[
+                html.Label("lines", htmlFor="ranks-series"),  # kept on the line of its choices
+                dcc.RadioItems(id="ranks-series", options=[{"label": label, "value": key} for key, label in
+                                                            LINE_LABELS.items()], value="step", inline=True,
+                               inputStyle={"marginRight": "0.25em"}, labelStyle={"marginRight": "0.8em"})]),
             html.Span(id="ranks-summary", className="fs-muted"),
         ]),
         html.Div(id="ranks-notes"),

@@ -135,3 +135,14 @@ def test_the_page_callback_draws_each_ranks_cpu_wait_and_the_breakdown_stacks_it
     body = client.get("/api/ranks?group=ddp").get_json()["breakdown"]
     assert bars["CPU wait"]["y"] == [row["cpu_wait_ms"] for row in body]
     assert bars["CPU wait"]["base"] == [row["compute_ms"] + row["wait_ms"] + row["data_ms"] for row in body]
+
+
+def test_the_replica_line_words_one_check_and_many() -> None:
+    from board.components.rank_tables import replica_indicator
+    from board.data.ranks import ReplicaAgreement, ReplicaCheck
+
+    one = ReplicaAgreement((0, 1), (ReplicaCheck(49, (5.0, 5.0), True),), None, 0)
+    two = ReplicaAgreement((0, 1), (ReplicaCheck(9, (5.0, 5.0), True), ReplicaCheck(19, (6.0, 6.0), True)), None, 1)
+    assert replica_indicator(one).children.children == "✓ replicas agree at the one checked step (step 49)"
+    assert replica_indicator(two).children.children == ("✓ replicas agree at all 2 checked steps (last: step 19) (1 "
+                                                        "step(s) not yet logged by every rank)")
