@@ -8,8 +8,9 @@ import numpy as np
 from board.components.colors import PALETTE
 from board.data.ranks import RankBreakdown, RankLine, StepSkew
 
-# compute, wait, data stacked (they add up to the step), the AllReduce beside them (it overlaps compute)
-PART_COLORS = {"compute": "#4e79a7", "wait": "#e15759", "data": "#edc948", "allreduce": "#76b7b2"}
+# compute, wait, data, CPU wait stacked (they add up to the step), the AllReduce beside them (it overlaps compute)
+PART_COLORS = {"compute": "#4e79a7", "wait": "#e15759", "data": "#edc948", "CPU wait": "#bab0ac",
+               "allreduce": "#76b7b2"}
 
 
 def rank_color(rank: int) -> str:
@@ -79,8 +80,9 @@ def skew_figure(skew: StepSkew, shown: np.ndarray, x_range: tuple[float, float] 
 
 
 def breakdown_figure(breakdown: tuple[RankBreakdown, ...]) -> dict[str, Any]:
-    """Per rank, the medians of compute, wait and data stacked, the AllReduce time beside them (it may overlap
-    compute), and the median step time as an outline around the stack (medians need not add up: it may differ)."""
+    """Per rank, the medians of compute, wait, data and CPU wait stacked, the AllReduce time beside them (it may
+    overlap compute), and the median step time as an outline around the stack (medians need not add up: it may
+    differ)."""
     title = "median time per step by rank (ms)"
     shown = [item for item in breakdown if item.step_ms is not None]
     if not shown:
@@ -89,8 +91,10 @@ def breakdown_figure(breakdown: tuple[RankBreakdown, ...]) -> dict[str, Any]:
     compute = [item.compute_ms or 0.0 for item in shown]
     wait = [item.wait_ms or 0.0 for item in shown]
     data_ms = [item.data_ms or 0.0 for item in shown]
+    cpu_wait = [item.cpu_wait_ms or 0.0 for item in shown]
     parts = [("compute", compute, [0.0] * len(shown)), ("wait", wait, compute),
-             ("data", data_ms, [c + w for c, w in zip(compute, wait)])]
+             ("data", data_ms, [c + w for c, w in zip(compute, wait)]),
+             ("CPU wait", cpu_wait, [c + w + d for c, w, d in zip(compute, wait, data_ms)])]
     traces = [{"type": "bar", "name": name, "x": ranks, "y": values, "base": base, "offsetgroup": "step",
                "marker": {"color": PART_COLORS[name]},
                "hovertemplate": f"%{{x}} {name}: %{{y:.4g}} ms (median)<extra></extra>"}

@@ -20,11 +20,12 @@ def _ms(value: float | None) -> str:
 
 
 def ranks_table(breakdown: tuple[RankBreakdown, ...], warnings: dict[str, tuple[str, ...]]) -> html.Table:
-    headers = ("rank", "steps", "step", "compute", "wait", "data", "AllReduce in flight", "bytes / step", "warnings")
+    headers = ("rank", "steps", "step", "compute", "wait", "data", "CPU wait", "AllReduce in flight", "bytes / step",
+               "warnings")
     rows = [html.Tr([
         html.Td([html.Span("●", style={"color": rank_color(item.rank)}), f" rank{item.rank}"], title=item.run),
         html.Td(str(item.steps)), html.Td(_ms(item.step_ms)), html.Td(_ms(item.compute_ms)), html.Td(_ms(item.wait_ms)),
-        html.Td(_ms(item.data_ms)), html.Td(_ms(item.allreduce_ms)),
+        html.Td(_ms(item.data_ms)), html.Td(_ms(item.cpu_wait_ms)), html.Td(_ms(item.allreduce_ms)),
         html.Td("—" if item.comm_bytes is None else format_bytes(item.comm_bytes)),
         html.Td([html.Span(f"⚠ {line}", className="fs-badge fs-badge-warn") for line in warnings.get(item.run, ())]),
     ], id={"type": "ranks-row", "rank": item.rank}) for item in breakdown]
@@ -72,6 +73,9 @@ def replica_indicator(replicas: ReplicaAgreement) -> html.Div:
         differing = sum(not check.agree for check in replicas.checks)
         text, style = (f"✗ replicas differ from step {replicas.first_divergent_step} on "
                        f"({differing} of {checked} checked steps){pending}", "fs-badge fs-badge-error")
+    elif checked == 1:
+        text, style = f"✓ replicas agree at the one checked step (step {replicas.checks[0].step}){pending}", \
+            "fs-badge fs-badge-ok"
     elif checked:
         text, style = (f"✓ replicas agree at all {checked} checked steps (last: step {replicas.checks[-1].step})"
                        f"{pending}", "fs-badge fs-badge-ok")

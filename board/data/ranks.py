@@ -1,5 +1,6 @@
 """What the Ranks page shows of a data-parallel run group (`<group>/rank<k>`): step times side by side, the per-step
-skew across ranks, each rank's compute / communication / wait / data breakdown, replica agreement and its alerts."""
+skew across ranks, each rank's compute / communication / wait / data / CPU wait breakdown, replica agreement and its
+alerts."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,10 +14,10 @@ from board.data.store import LogdirStore, UnknownSeries
 from board.data.views import SmoothingCache, scalar_view
 from instrumentation.format import ranks as rank_names
 from instrumentation.format.alert_names import DISTRIBUTED_KINDS as RANK_ALERT_KINDS
-from instrumentation.format.tags import (ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES, DATA_TIME_MS, PARAM_CHECKSUM,
-                                         RANK_STEP_TAGS, STEP_TIME_MS)
+from instrumentation.format.tags import (ALLREDUCE_MS, ALLREDUCE_WAIT_MS, COMM_BYTES, CPU_WAIT_MS, DATA_TIME_MS,
+                                         PARAM_CHECKSUM, RANK_STEP_TAGS, STEP_TIME_MS)
 
-RANK_TAGS = RANK_STEP_TAGS  # step, data, AllReduce in flight, AllReduce wait, bytes: the rank monitor's row
+RANK_TAGS = RANK_STEP_TAGS  # step, data, AllReduce in flight, AllReduce wait, bytes, CPU wait: the rank monitor's row
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +43,9 @@ class StepSkew:
 class RankBreakdown:
     """Medians over the rank's steps (each component's median on its own: they need not add up to `step_ms`).
 
-    compute = step − wait − data at each step; `allreduce_ms` is the time with a collective in flight, which overlaps
-    compute (backward) when buckets are sent early, so it is not a part of the step's sum. None: the tag is not
-    logged."""
+    compute = step − wait − data − cpu_wait at each step (the straggler rule's busy time), so the four parts add up to
+    the step; `allreduce_ms` is the time with a collective in flight, which overlaps compute (backward) when buckets
+    are sent early, so it is not a part of the step's sum. None: the tag is not logged."""
 
     rank: int
     run: str
@@ -53,6 +54,7 @@ class RankBreakdown:
     compute_ms: float | None
     wait_ms: float | None
     data_ms: float | None
+    cpu_wait_ms: float | None  # runnable, waiting for a CPU, outside the AllReduce wait
     allreduce_ms: float | None
     comm_bytes: float | None  # per step
 
@@ -160,30 +162,34 @@ def _median(values: np.ndarray) -> float | None:
     return float(np.median(finite)) if len(finite) else None
 
 
-def compute_ms(step_time: ScalarColumns, wait: ScalarColumns | None, data: ScalarColumns | None) -> np.ndarray:
-    """compute (busy) = step − wait − data at each step of `step_time`: a part the rank never logs (None) counts 0,
-    a part it logs but not at that step makes it NaN."""
+def compute_ms(step_time: ScalarColumns, wait: ScalarColumns | None, data: ScalarColumns | None,
+               cpu_wait: ScalarColumns | None = None) -> np.ndarray:
+    """compute (busy) = step − wait − data − cpu_wait at each step of `step_time`, the busy time of the straggler rule
+    (instrumentation/distributed/monitor.py): a part the rank never logs (None) counts 0, a part it logs but not at
+    that step makes it NaN."""
     busy = step_time.values
-    for part in (wait, data):
+    for part in (wait, data, cpu_wait):
         if part is not None:
             busy = busy - aligned(part, step_time.steps)
     return busy
 
 
 def rank_breakdown(rank: RankRun, series: dict[str, ScalarColumns]) -> RankBreakdown:
-    """Medians of the rank's step, compute, wait, data, AllReduce and bytes, over the steps it logged a step time."""
+    """Medians of the rank's step, compute, wait, data, CPU wait, AllReduce and bytes, over the steps it logged a step
+    time."""
     step_time = series.get(STEP_TIME_MS)
     if step_time is None:
         medians = {tag: _median(columns.values) for tag, columns in series.items()}
         return RankBreakdown(rank.rank, rank.run, 0, None, None, medians.get(ALLREDUCE_WAIT_MS),
-                             medians.get(DATA_TIME_MS), medians.get(ALLREDUCE_MS), medians.get(COMM_BYTES))
+                             medians.get(DATA_TIME_MS), medians.get(CPU_WAIT_MS), medians.get(ALLREDUCE_MS),
+                             medians.get(COMM_BYTES))
     steps = step_time.steps
     at_steps = {tag: aligned(columns, steps) for tag, columns in series.items() if tag != STEP_TIME_MS}
-    compute = compute_ms(step_time, series.get(ALLREDUCE_WAIT_MS), series.get(DATA_TIME_MS))
+    compute = compute_ms(step_time, series.get(ALLREDUCE_WAIT_MS), series.get(DATA_TIME_MS), series.get(CPU_WAIT_MS))
     optional = {tag: _median(values) for tag, values in at_steps.items()}
     return RankBreakdown(rank.rank, rank.run, len(steps), _median(step_time.values), _median(compute),
-                         optional.get(ALLREDUCE_WAIT_MS), optional.get(DATA_TIME_MS), optional.get(ALLREDUCE_MS),
-                         optional.get(COMM_BYTES))
+                         optional.get(ALLREDUCE_WAIT_MS), optional.get(DATA_TIME_MS), optional.get(CPU_WAIT_MS),
+                         optional.get(ALLREDUCE_MS), optional.get(COMM_BYTES))
 
 
 def replica_agreement(checksums: dict[int, ScalarColumns]) -> ReplicaAgreement:
@@ -220,8 +226,13 @@ def _missing_notes(ranks: tuple[RankRun, ...], present: dict[str, set[int]]) -> 
         lacking = sorted(everyone - present[tag])
         if present[tag] and lacking:
             names = ", ".join(f"rank{rank}" for rank in lacking)
-            notes.append(f"{names} log{'s' if len(lacking) == 1 else ''} no {tag}: "
-                         f"{'it is' if len(lacking) == 1 else 'they are'} left out of what uses it")
+            one = len(lacking) == 1
+            if tag == CPU_WAIT_MS:  # an older instrumentation; no rank logging it is no news (nothing to compare)
+                notes.append(f"{names} log{'s' if one else ''} no {tag}: {'its' if one else 'their'} compute counts "
+                             "no CPU wait, so it includes any time spent waiting for a CPU, unlike the other ranks'")
+            else:
+                notes.append(f"{names} log{'s' if one else ''} no {tag}: "
+                             f"{'it is' if one else 'they are'} left out of what uses it")
     return notes
 
 
@@ -247,7 +258,7 @@ def ranks_view(store: LogdirStore, group: str) -> RanksView:
 
 # What the per-rank line chart can show: a tag each rank logs, or compute (busy) derived per step.
 LINE_SERIES = {"step": STEP_TIME_MS, "compute": None, "wait": ALLREDUCE_WAIT_MS, "allreduce": ALLREDUCE_MS,
-               "data": DATA_TIME_MS}
+               "data": DATA_TIME_MS, "cpu_wait": CPU_WAIT_MS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +276,8 @@ def compute_columns(store: LogdirStore, run: str) -> ScalarColumns | None:
     if step_time is None:
         return None
     return ScalarColumns(step_time.steps, step_time.wall_times, compute_ms(
-        step_time, _columns(store, run, ALLREDUCE_WAIT_MS), _columns(store, run, DATA_TIME_MS)))
+        step_time, _columns(store, run, ALLREDUCE_WAIT_MS), _columns(store, run, DATA_TIME_MS),
+        _columns(store, run, CPU_WAIT_MS)))
 
 
 def display_indices(steps: np.ndarray, values: np.ndarray, window: tuple[float, float] | None = None,

@@ -18,14 +18,17 @@ dash.register_page(__name__, path="/ranks", name="Ranks", order=3.5, title="flow
 
 GRAPHS = ("step-times", "skew", "breakdown")
 LINE_TITLES = {"step": "step time per rank (ms)",
-               "compute": "compute per rank (ms): step − wait − data, the busy time the straggler rule compares",
+               "compute": "compute per rank (ms): step − wait − data − cpu wait, the busy time the straggler rule "
+                          "compares",
                "wait": "wait for the gradients' AllReduce per rank (ms)",
-               "allreduce": "AllReduce in flight per rank (ms), overlapping compute", "data": "data wait per rank (ms)"}
+               "allreduce": "AllReduce in flight per rank (ms), overlapping compute", "data": "data wait per rank (ms)",
+               "cpu_wait": "CPU wait per rank (ms): ready to run, waiting for a core shared with other processes"}
 LINE_LABELS = {"step": "step time", "compute": "compute (busy)", "wait": "wait", "allreduce": "AllReduce in flight",
-               "data": "data"}
-BREAKDOWN_NOTE = ("Compute, wait (for the gradients' AllReduce) and data are stacked: compute = step − wait − data at "
-                  "each step, the busy time the straggler rule compares. AllReduce in flight is drawn beside them, "
-                  "not in the sum: buckets sent during backward overlap compute. The outline is the median step time; "
+               "data": "data", "cpu_wait": "cpu wait"}
+BREAKDOWN_NOTE = ("Compute, wait (for the gradients' AllReduce), data and CPU wait (ready to run, waiting for a core) "
+                  "are stacked: at each step they add up to the step time, compute = step − wait − data − cpu wait "
+                  "being the busy time the straggler rule compares. AllReduce in flight is drawn beside them, not in "
+                  "the sum: buckets sent during backward overlap compute. The outline is the median step time; "
                   "medians of the parts need not add up to it.")
 
 
@@ -51,10 +54,11 @@ def layout(group: str | None = None, **_query: str) -> html.Div:
         html.Div(className="fs-controls", children=[
             html.Label("run group", htmlFor="ranks-group"),
             dcc.Dropdown(id="ranks-group", options=groups, value=chosen, clearable=False, style={"minWidth": "22em"}),
-            html.Label("lines", htmlFor="ranks-series"),
-            dcc.RadioItems(id="ranks-series", options=[{"label": label, "value": key} for key, label in
-                                                        LINE_LABELS.items()], value="step", inline=True,
-                           inputStyle={"marginRight": "0.25em"}, labelStyle={"marginRight": "0.8em"}),
+            html.Span(style={"display": "inline-flex", "alignItems": "center", "gap": "0.6em"}, children=[
+                html.Label("lines", htmlFor="ranks-series"),  # kept on the line of its choices
+                dcc.RadioItems(id="ranks-series", options=[{"label": label, "value": key} for key, label in
+                                                            LINE_LABELS.items()], value="step", inline=True,
+                               inputStyle={"marginRight": "0.25em"}, labelStyle={"marginRight": "0.8em"})]),
             html.Span(id="ranks-summary", className="fs-muted"),
         ]),
         html.Div(id="ranks-notes"),

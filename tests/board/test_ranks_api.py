@@ -43,9 +43,10 @@ def test_a_groups_answer_holds_every_skew_point_the_breakdown_and_the_straggler_
     for i in range(30):
         assert skew["skew"][i] == pytest.approx((skew["max_ms"][i] - skew["min_ms"][i]) / skew["median_ms"][i])
     tables = {row["rank"]: row for row in body["breakdown"]}
-    assert set(tables[2]) == {"rank", "run", "steps", "step_ms", "compute_ms", "wait_ms", "data_ms", "allreduce_ms",
-                              "comm_bytes"}
+    assert set(tables[2]) == {"rank", "run", "steps", "step_ms", "compute_ms", "wait_ms", "data_ms", "cpu_wait_ms",
+                              "allreduce_ms", "comm_bytes"}
     assert tables[2]["compute_ms"] > 77 and tables[0]["comm_bytes"] == 4 << 20
+    assert all(20 <= row["cpu_wait_ms"] <= 21 for row in body["breakdown"])  # the fixture's 20-21 ms a step
     [alert] = body["alerts"]
     assert (alert["run"], alert["kind"], alert["subject"], alert["step"]) == ("ddp/rank2", "straggler", "rank2", 19)
     assert alert["evidence"]["steps_over"] == 20 and alert["evidence"]["window_steps"] == [0, 19]
@@ -122,3 +123,26 @@ def test_the_page_callback_draws_a_window_of_the_compute_series(client: FlaskCli
     assert [trace["name"] for trace in figure["data"]] == [f"rank{k}" for k in range(4)]
     assert figure["data"][0]["x"] == list(range(4, 12)) and figure["layout"]["xaxis"]["range"] == [5, 10]
     assert figure["layout"]["title"]["text"].startswith("compute per rank")
+
+
+def test_the_page_callback_draws_each_ranks_cpu_wait_and_the_breakdown_stacks_it(client: FlaskClient) -> None:
+    client.get("/")
+    answer = client.post("/_dash-update-component", json=_refresh_request("ddp", None, "cpu_wait")).get_json()
+    lines = answer["response"]["ranks-step-times"]["figure"]
+    assert lines["layout"]["title"]["text"].startswith("CPU wait per rank")
+    assert all(len(trace["y"]) == 30 and 20 <= min(trace["y"]) and max(trace["y"]) <= 21 for trace in lines["data"])
+    bars = {trace["name"]: trace for trace in answer["response"]["ranks-breakdown"]["figure"]["data"]}
+    body = client.get("/api/ranks?group=ddp").get_json()["breakdown"]
+    assert bars["CPU wait"]["y"] == [row["cpu_wait_ms"] for row in body]
+    assert bars["CPU wait"]["base"] == [row["compute_ms"] + row["wait_ms"] + row["data_ms"] for row in body]
+
+
+def test_the_replica_line_words_one_check_and_many() -> None:
+    from board.components.rank_tables import replica_indicator
+    from board.data.ranks import ReplicaAgreement, ReplicaCheck
+
+    one = ReplicaAgreement((0, 1), (ReplicaCheck(49, (5.0, 5.0), True),), None, 0)
+    two = ReplicaAgreement((0, 1), (ReplicaCheck(9, (5.0, 5.0), True), ReplicaCheck(19, (6.0, 6.0), True)), None, 1)
+    assert replica_indicator(one).children.children == "✓ replicas agree at the one checked step (step 49)"
+    assert replica_indicator(two).children.children == ("✓ replicas agree at all 2 checked steps (last: step 19) (1 "
+                                                        "step(s) not yet logged by every rank)")

@@ -67,11 +67,17 @@ def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page:
     np.testing.assert_allclose(plot(page, "ranks-skew", "Array.from(gd.data[0].y)"), expected, rtol=1e-12)
     assert set(plot(page, "ranks-skew", "gd.data[0].customdata.map(c => c[0])")) == {"rank2"}  # the slowest
     expect(page.locator("#ranks-skew .gtitle")).to_contain_text(f"median {np.median(expected):.1%} over 40 steps")
-    wait_for_traces(page, "ranks-breakdown", 5)
-    assert plot(page, "ranks-breakdown", "gd.data.map(t => t.name)") == ["compute", "wait", "data",
+    wait_for_traces(page, "ranks-breakdown", 6)
+    assert plot(page, "ranks-breakdown", "gd.data.map(t => t.name)") == ["compute", "wait", "data", "CPU wait",
                                                                         "allreduce (in flight)", "step (median)"]
     compute = plot(page, "ranks-breakdown", "Array.from(gd.data[0].y)")
     assert int(np.argmax(compute)) == 2 and compute[2] > 1.2 * max(compute[:2] + compute[3:])
+    cpu_wait = plot(page, "ranks-breakdown", "Array.from(gd.data[3].y)")
+    assert all(20 <= value <= 21 for value in cpu_wait)  # the fixture's CPU wait, on top of the stack
+    tops = plot(page, "ranks-breakdown", "gd.data[3].base.map((b, i) => b + gd.data[3].y[i])")
+    steps = plot(page, "ranks-breakdown", "Array.from(gd.data[5].y)")
+    np.testing.assert_allclose(tops, steps, rtol=0.02)  # the medians of the parts stack up to about the median step
+    expect(page.locator("#ranks-table thead")).to_contain_text("CPU wait")
 
     alert = page.locator("#ranks-alerts-table tbody tr")
     expect(alert).to_have_count(1)
@@ -91,6 +97,10 @@ def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page:
     expect(page.locator("#ranks-step-times .gtitle")).to_contain_text("compute per rank")
     busy = [plot(page, "ranks-step-times", f"Array.from(gd.data[{rank}].y)") for rank in range(4)]
     assert min(busy[2]) > 1.2 * max(max(busy[rank]) for rank in (0, 1, 3))
+    page.get_by_label("cpu wait").check()
+    expect(page.locator("#ranks-step-times .gtitle")).to_contain_text("CPU wait per rank (ms)")
+    page.wait_for_function("() => { const gd = document.querySelector('#ranks-step-times .js-plotly-plot');"
+                           " return gd.data.length === 4 && gd.data.every(t => Math.max(...t.y) <= 21); }")
     page.get_by_label("step time").check()
     expect(page.locator("#ranks-step-times .gtitle")).to_have_text("step time per rank (ms)")
 

@@ -15,7 +15,7 @@ from board.data.ranks import (ALLREDUCE_MS, ALLREDUCE_WAIT_MS, PARAM_CHECKSUM, U
 from board.data.views import SmoothingCache
 from board.data.store import LogdirStore
 from board_helpers import DROP_FILE_MODE_CAPABILITIES, REPO, write_scalars
-from instrumentation.format.tags import DATA_TIME_MS, STEP_TIME_MS
+from instrumentation.format.tags import CPU_WAIT_MS, DATA_TIME_MS, STEP_TIME_MS
 from ranks_fixture import checksum_tags, plant_alert, rank_tags, write_rank, write_straggler_group
 
 NAN = float("nan")
@@ -44,9 +44,10 @@ def test_skew_and_breakdown_are_the_hand_computed_numbers(tmp_path: Path) -> Non
     wait_ms = np.array([[3, 4, 4, 2], [1, 1, 0, 1], [0, 0, 0, 9]], float)
     allreduce_ms = np.array([[5, 5, 6, 6], [4, 4, 4, 4], [3, 3, 3, 3]], float)
     comm_bytes = np.full((3, 4), 1024.0)
+    cpu_wait_ms = np.array([[1, 0, 2, 3], [0.5, 0.5, 4, 1], [2, 2, 2, 2]], float)
     for rank in range(3):
-        write_rank(tmp_path / "ddp" / f"rank{rank}",
-                   rank_tags(step_ms[rank], data_ms[rank], wait_ms[rank], allreduce_ms[rank], comm_bytes[rank]))
+        write_rank(tmp_path / "ddp" / f"rank{rank}", rank_tags(step_ms[rank], data_ms[rank], wait_ms[rank],
+                                                               allreduce_ms[rank], comm_bytes[rank], cpu_wait_ms[rank]))
     view = ranks_view(store_of(tmp_path), "ddp")
 
     # step 0: (13 − 10) / 11; step 1: all 12; step 2: (14 − 11) / 11; step 3: (20 − 10) / 10
@@ -55,16 +56,18 @@ def test_skew_and_breakdown_are_the_hand_computed_numbers(tmp_path: Path) -> Non
     assert view.skew.skew.tolist() == pytest.approx([3 / 11, 0.0, 3 / 11, 1.0], rel=1e-12)
     assert view.skew.slowest.tolist() == [2, 0, 1, 2]  # a tie names the lowest rank
     assert view.skew.median_ms.tolist() == [11, 12, 11, 10]
-    # compute = step − wait − data: rank0 [6, 6, 6, 7], rank1 [8, 9, 12, 7], rank2 [12, 11, 10, 10]
-    assert [(b.rank, b.steps, b.step_ms, b.compute_ms, b.wait_ms, b.data_ms, b.allreduce_ms, b.comm_bytes)
-            for b in view.breakdown] == [(0, 4, 10.5, 6.0, 3.5, 1.0, 5.5, 1024.0),
-                                         (1, 4, 11.5, 8.5, 1.0, 2.0, 4.0, 1024.0),
-                                         (2, 4, 12.5, 10.5, 0.0, 1.0, 3.0, 1024.0)]
+    # compute = step − wait − data − cpu wait: rank0 [5, 6, 4, 4], rank1 [7.5, 8.5, 8, 6], rank2 [10, 9, 8, 8]
+    assert [(b.rank, b.steps, b.step_ms, b.compute_ms, b.wait_ms, b.data_ms, b.cpu_wait_ms, b.allreduce_ms,
+             b.comm_bytes) for b in view.breakdown] == [(0, 4, 10.5, 4.5, 3.5, 1.0, 1.5, 5.5, 1024.0),
+                                                       (1, 4, 11.5, 7.75, 1.0, 2.0, 0.75, 4.0, 1024.0),
+                                                       (2, 4, 12.5, 8.5, 0.0, 1.0, 2.0, 3.0, 1024.0)]
     assert view.notes == (f"this run logs no parameter checksums ({PARAM_CHECKSUM}): replica agreement is not checked",)
     assert view.alerts == () and view.warnings == {}
     store = store_of(tmp_path)
     lines = rank_lines(store, SmoothingCache(), view.ranks, "compute")
-    assert [line.values.tolist() for line in lines] == [[6, 6, 6, 7], [8, 9, 12, 7], [12, 11, 10, 10]]
+    assert [line.values.tolist() for line in lines] == [[5, 6, 4, 4], [7.5, 8.5, 8, 6], [10, 9, 8, 8]]
+    cpu = rank_lines(store, SmoothingCache(), view.ranks, "cpu_wait")
+    assert [line.values.tolist() for line in cpu] == cpu_wait_ms.tolist()
     waits = rank_lines(store, SmoothingCache(), view.ranks, "wait", window=(2, 2))
     assert [(line.steps.tolist(), line.values.tolist()) for line in waits] == [([1, 2, 3], [4, 4, 2]),
                                                                              ([1, 2, 3], [1, 0, 1]),
@@ -252,6 +255,55 @@ def test_ranks_without_some_tags_are_named_and_left_out_of_what_uses_them(tmp_pa
     assert view.replicas.ranks == (0, 1) and view.replicas.checks[0].agree
     assert set(view.notes) == {f"rank2 logs no {tag}: it is left out of what uses it"
                                for tag in (DATA_TIME_MS, ALLREDUCE_WAIT_MS, ALLREDUCE_MS, PARAM_CHECKSUM)}
+
+
+def test_compute_is_the_busy_time_of_the_straggler_rule_and_the_parts_add_up_to_the_step(tmp_path: Path) -> None:
+    """NumPy oracle: every part as the writer stores it (float32); a step whose CPU wait is missing has no compute."""
+    rng = np.random.default_rng(7)
+    ranks, steps = 3, 200
+    parts = {name: rng.uniform(low, high, (ranks, steps)).astype(np.float32).astype(float)
+             for name, low, high in (("busy", 20, 40), ("wait", 0, 15), ("data", 1, 3), ("cpu", 5, 30))}
+    step_ms = (parts["busy"] + parts["wait"] + parts["data"] + parts["cpu"]).astype(np.float32).astype(float)
+    cpu_logged = np.where(rng.uniform(size=(ranks, steps)) > 0.05, parts["cpu"], NAN)
+    for rank in range(ranks):
+        write_rank(tmp_path / "p" / f"rank{rank}", rank_tags(step_ms[rank], parts["data"][rank], parts["wait"][rank],
+                                                             cpu_wait_ms=cpu_logged[rank]))
+    store = store_of(tmp_path)
+    view = ranks_view(store, "p")
+    compute = step_ms - parts["wait"] - parts["data"] - cpu_logged  # NaN where the CPU wait is missing
+    for rank, item in enumerate(view.breakdown):
+        assert item.compute_ms == pytest.approx(np.nanmedian(compute[rank]), rel=1e-12)
+        assert item.cpu_wait_ms == pytest.approx(np.nanmedian(cpu_logged[rank]), rel=1e-12)
+        busy = parts["busy"][rank][np.isfinite(cpu_logged[rank])]
+        assert item.compute_ms == pytest.approx(np.median(busy), abs=1e-4)  # float32 rounding only
+    lines = rank_lines(store, SmoothingCache(), view.ranks, "compute")
+    for rank, line in enumerate(lines):
+        assert line.steps.tolist() == np.flatnonzero(np.isfinite(compute[rank])).tolist()
+        np.testing.assert_allclose(line.values, compute[rank][np.isfinite(compute[rank])], rtol=1e-12)
+        logged = np.isfinite(compute[rank])
+        np.testing.assert_allclose(line.values + parts["wait"][rank][logged] + parts["data"][rank][logged] +
+                                   cpu_logged[rank][logged], step_ms[rank][logged], rtol=1e-12)
+    assert view.notes == (f"this run logs no parameter checksums ({PARAM_CHECKSUM}): replica agreement is not checked",)
+
+
+def test_a_rank_without_the_cpu_wait_counts_none_and_is_named_only_if_others_log_it(tmp_path: Path) -> None:
+    for rank in range(2):
+        write_rank(tmp_path / "new" / f"rank{rank}", rank_tags(np.array([40.0, 50.0]), np.array([1.0, 1.0]),
+                                                               np.array([4.0, 6.0]), cpu_wait_ms=np.array([20.0, 25.0])))
+    write_rank(tmp_path / "new" / "rank2", rank_tags(np.array([40.0, 50.0]), np.array([1.0, 1.0]),
+                                                     np.array([4.0, 6.0])))  # an older instrumentation
+    view = ranks_view(store_of(tmp_path), "new")
+    # compute: ranks 0 and 1 [15, 18], rank 2 [35, 43] (its CPU wait counts 0)
+    assert [(b.compute_ms, b.cpu_wait_ms) for b in view.breakdown] == [(16.5, 22.5), (16.5, 22.5), (39.0, None)]
+    assert f"rank2 logs no {CPU_WAIT_MS}: its compute counts no CPU wait, so it includes any time spent waiting for " \
+           "a CPU, unlike the other ranks'" in view.notes
+    assert [line.rank.rank for line in rank_lines(store_of(tmp_path), SmoothingCache(), view.ranks, "cpu_wait")] == [
+        0, 1]
+    write_rank(tmp_path / "old" / "rank0", rank_tags(np.array([40.0]), np.array([1.0]), np.array([4.0])))
+    write_rank(tmp_path / "old" / "rank1", rank_tags(np.array([44.0]), np.array([1.0]), np.array([4.0])))
+    old = ranks_view(store_of(tmp_path), "old")  # no rank logs it: nothing to say, compute is step − wait − data
+    assert [(b.compute_ms, b.cpu_wait_ms) for b in old.breakdown] == [(35.0, None), (39.0, None)]
+    assert not any(CPU_WAIT_MS in note for note in old.notes)
 
 
 RANKS_CHILD = DROP_FILE_MODE_CAPABILITIES + r'''
