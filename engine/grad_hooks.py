@@ -11,27 +11,30 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable
 
-registered: dict[int, list[Callable[[Any], Any]]] = {}  # id(leaf) -> its hooks, in registration order
+registered: dict[int, Any] = {}  # id(leaf) -> a weak reference to that leaf, which has hooks (autograd's test)
+HOOKS = "_post_accumulate_grad_hooks"  # the leaf's own list of hooks (so that they die with it, as in PyTorch)
 
 
 class PostAccumulateGradHookHandle:
     """What ``register_post_accumulate_grad_hook`` returns: ``remove()`` takes the hook out (again: no-op)."""
 
-    def __init__(self, key: int, hook: Callable[[Any], Any]) -> None:
-        self._key, self._hook = key, hook
+    def __init__(self, tensor: Any, hook: Callable[[Any], Any]) -> None:
+        self._tensor, self._hook = weakref.ref(tensor), hook
 
     def remove(self) -> None:
-        hooks = registered.get(self._key)
-        if hooks is None:
+        tensor = self._tensor()
+        hooks = getattr(tensor, HOOKS, None) if tensor is not None else None
+        if not hooks:
             return
         hooks[:] = [h for h in hooks if h is not self._hook]
         if not hooks:
-            del registered[self._key]
+            registered.pop(id(tensor), None)
 
 
 def register(tensor: Any, hook: Callable[[Any], Any]) -> PostAccumulateGradHookHandle:
     """Register ``hook(tensor)`` to run after ``tensor.grad`` is accumulated in a ``backward()`` (PyTorch's
-    semantics: leaf tensors that require grad only; the return value is ignored; not called by ``engine.grad``)."""
+    semantics: leaf tensors that require grad only; the return value is ignored; not called by ``engine.grad``).
+    The hooks are kept by the tensor: a hook that refers to its tensor does not keep it alive."""
     if not callable(hook):
         raise TypeError(f"a post accumulate grad hook must be callable, got {type(hook).__name__}")
     if not tensor.requires_grad:
@@ -39,22 +42,24 @@ def register(tensor: Any, hook: Callable[[Any], Any]) -> PostAccumulateGradHookH
     if not tensor.is_leaf:
         raise RuntimeError(f"post accumulate grad hooks cannot be registered on non-leaf tensors (shape "
                            f"{tensor.shape}, made by {tensor._ctx.name})")
-    key = id(tensor)
-    hooks = registered.get(key)
+    hooks = getattr(tensor, HOOKS, None)
     if hooks is None:
-        hooks = registered[key] = []
-        weakref.finalize(tensor, _forget, key, hooks)
+        hooks = []
+        setattr(tensor, HOOKS, hooks)
     hooks.append(hook)
-    return PostAccumulateGradHookHandle(key, hook)
+    key = id(tensor)
+    if key not in registered:
+        registered[key] = weakref.ref(tensor, lambda ref, key=key: _forget(key, ref))
+    return PostAccumulateGradHookHandle(tensor, hook)
 
 
-def _forget(key: int, hooks: list) -> None:
-    if registered.get(key) is hooks:
+def _forget(key: int, ref: Any) -> None:
+    if registered.get(key) is ref:  # (not a later tensor that got the same id)
         del registered[key]
 
 
 def run_hooks(leaf: Any) -> None:
-    for hook in tuple(registered.get(id(leaf), ())):
+    for hook in tuple(getattr(leaf, HOOKS, None) or ()):
         hook(leaf)
 
 

@@ -24,7 +24,8 @@ def _as_dtype(dtype: Any) -> np.dtype:
 class Tensor:
     """An n-dimensional array with reverse-mode autodiff; create with :func:`engine.tensor`."""
 
-    __slots__ = ("_data", "_mem_key", "_ctx", "requires_grad", "grad", "name", "__weakref__")
+    __slots__ = ("_data", "_mem_key", "_ctx", "requires_grad", "grad", "name", "_post_accumulate_grad_hooks",
+                 "__weakref__")
     __array_priority__ = 1000  # numpy scalars/arrays on the left defer to Tensor's reflected operators
 
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False, name: str | None = None,

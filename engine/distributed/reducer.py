@@ -80,6 +80,17 @@ def make_buckets(params: list[Tensor], cap_bytes: int) -> list[Bucket]:
     return [Bucket(i, run) for i, run in enumerate(runs)]
 
 
+def _weak_hook(method: Any) -> Any:
+    """A hook calling ``method`` while its object lives: the parameters' hooks do not keep the reducer alive."""
+    reference = weakref.WeakMethod(method)
+
+    def hook(p: Tensor) -> None:
+        found = reference()
+        if found is not None:
+            found(p)
+    return hook
+
+
 class Reducer:
     """The bucketed AllReduce of one DistributedDataParallel model over ``group`` (a process group of > 1 ranks)."""
 
@@ -91,7 +102,7 @@ class Reducer:
         self.active = False  # a gradient was marked ready since the last finish()
         self.next_bucket = 0  # the next bucket to launch
         self.outstanding: list[Bucket] = []  # launched, not waited for yet
-        self.handles = [p.register_post_accumulate_grad_hook(self.grad_ready) for p in params]
+        self.handles = [p.register_post_accumulate_grad_hook(_weak_hook(self.grad_ready)) for p in params]
         self.work: queue.SimpleQueue = queue.SimpleQueue()
         threading.Thread(target=_communicate, args=(group.comm.Dup(), group.MPI, self.work), daemon=True,
                          name="engine-ddp-communication").start()

@@ -168,3 +168,15 @@ def test_a_hooked_leaf_gets_the_backward_array_itself_as_grad_as_an_unhooked_one
     finally:
         engine.hooks.remove_recorder(keep)
     assert [any(r() is p.grad._data for r in returned) for p in model.parameters()] == [True] * 4
+
+
+def test_a_hook_that_refers_to_its_tensor_does_not_keep_it_alive():
+    import gc
+    import weakref
+    from engine import grad_hooks
+    x = engine.tensor(np.ones(2), requires_grad=True)
+    x.register_post_accumulate_grad_hook(lambda t, x=x: None)  # tensor -> hook -> tensor: a cycle the collector frees
+    reference, key = weakref.ref(x), id(x)
+    del x
+    gc.collect()
+    assert reference() is None and key not in grad_hooks.registered

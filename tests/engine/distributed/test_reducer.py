@@ -182,3 +182,12 @@ def test_staging_copies_only_what_mpi_cannot_use_in_place(monkeypatch):
     assert type(staged.buffer) is np.ndarray
     staged.buffer[:] = 7
     assert staged.finish() is device and np.asarray(device).tolist() == [7.0] * 4
+
+
+def test_a_dropped_reducer_keeps_no_parameter_alive():
+    import weakref
+    model = _model()
+    reducer = Reducer(list(model.parameters()), _group(), cap_bytes=100)
+    references = [weakref.ref(p) for p in model.parameters()] + [weakref.ref(reducer)]
+    del model, reducer
+    assert all(reference() is None for reference in references)  # freed at once: the hooks hold the reducer weakly
