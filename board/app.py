@@ -16,6 +16,7 @@ from board.config import BoardConfig
 from board.context import EXTENSION, BoardContext
 from board.data.store import LogdirStore
 from board.data.views import SmoothingCache
+from board.preload import install_plotly_preload
 from board.security import content_security_policy, install_guard
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,7 @@ def create_app(config: BoardConfig, store: LogdirStore | None = None) -> Dash:
     install_guard(app.server, config.token, loopback_only=config.is_loopback and config.token is None,
                   policy=lambda: content_security_policy(tuple(app.csp_hashes())))
     app.layout = _shell
-    prefix = app.config.requests_pathname_prefix
-    app.index_string = app.index_string.replace("{%css%}", "{%css%}" + "".join(
-        f'<link rel="preload" as="script" href="{prefix}_dash-component-suites/{path}">'
-        for path in ("plotly/package_data/plotly.min.js", "dash/dcc/async-graph.js")))
+    install_plotly_preload(app)
     return app
 
 

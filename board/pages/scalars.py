@@ -13,7 +13,8 @@ from board.data.tag_groups import TagGroup, group_tags
 from board.data.views import X_AXES
 from board.pages.scalar_charts import chart, chart_settings, register_chart_callbacks
 
-dash.register_page(__name__, path="/scalars", name="Scalars", order=1, title="flowscope · scalars")
+dash.register_page(__name__, path="/scalars", name="Scalars", order=1, title="flowscope · scalars",
+                   preload_plotly=True)
 
 DEFAULT_SMOOTHING = 0.6
 FIRST_DRAWN = 2  # the page's first row comes drawn in its layout; the other charts ask for theirs once it is drawn

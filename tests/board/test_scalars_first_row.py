@@ -150,3 +150,14 @@ def test_the_layout_holds_the_first_row_drawn_and_its_callback_then_has_nothing_
     assert drawn_now.status_code == 200
     figure = drawn_now.get_json()["response"][json.dumps({"tag": other, "type": "scalars-graph"}, separators=(",", ":"))]
     assert len(figure["figure"]["data"]) == 6
+
+
+def test_chart_pages_preload_plotly_and_the_runs_page_does_not(tmp_path: Path) -> None:
+    write_scalars(tmp_path / "logs" / "run", "loss", np.arange(10), np.ones(10))
+    client = client_for(tmp_path / "logs")
+    link = '<link rel="preload" as="script" href="/_dash-component-suites/plotly/package_data/plotly.min.js">'
+    for path in ("/scalars", "/hparams"):
+        page = client.get(path).get_data(as_text=True)
+        assert link in page and page.index(link) < page.index("</head>")
+        assert client.get("/_dash-component-suites/plotly/package_data/plotly.min.js").status_code == 200
+    assert "rel=\"preload\"" not in client.get("/").get_data(as_text=True)
