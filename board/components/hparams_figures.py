@@ -67,7 +67,8 @@ def parallel_coordinates(table: HParamsTable, color_metric: str | None) -> dict[
     for column, axis in enumerate(axes):
         places[:, column] = axis.positions
     positions = np.array(colour.positions) if colour else np.full(len(rows), np.nan)
-    bins = np.where(np.isnan(positions), -1, np.minimum(len(COLOR_BINS) - 1, np.nan_to_num(positions) * len(COLOR_BINS)).astype(int))
+    bins = np.where(np.isnan(positions), -1,
+                    np.minimum(len(COLOR_BINS) - 1, np.nan_to_num(positions) * len(COLOR_BINS)).astype(int))
     x = np.append(np.arange(len(axes), dtype=float), np.nan)
     names = np.array([row.run for row in rows], dtype=object)
     data = []

@@ -102,7 +102,8 @@ def layout(**_query: str) -> html.Div:
 
 
 def register_callbacks(app: Dash) -> None:
-    @app.callback(Output("hparams-table", "columns"), Output("hparams-table", "data"), Output("hparams-generation", "data"),
+    @app.callback(Output("hparams-table", "columns"), Output("hparams-table", "data"),
+                  Output("hparams-generation", "data"),
                   Input("hparams-poll", "n_intervals"), State("hparams-generation", "data"), prevent_initial_call=True)
     def _refresh(_ticks: int, shown: dict | None):
         """New rows only when they differ from those shown; the browser sends the generation and a digest of the

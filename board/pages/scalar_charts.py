@@ -39,7 +39,8 @@ def chart(tag: str, pinned: bool = False, settings: list[Any] | None = None) -> 
     ])
 
 
-def chart_settings(run_filter: str | None, smoothing: float | None, x_axis: XAxis, log_y: list[str] | None) -> list[Any]:
+def chart_settings(run_filter: str | None, smoothing: float | None, x_axis: XAxis,
+                   log_y: list[str] | None) -> list[Any]:
     """The controls as a chart's state records them (what its callback compares to decide whether to redraw)."""
     return [run_filter or "", float(smoothing or 0), x_axis, "log" in (log_y or [])]
 
@@ -117,7 +118,8 @@ def register_chart_callbacks(app: Dash) -> None:
         Output({"type": "scalars-chart", "tag": MATCH}, "style"),
         Input({"type": "scalars-zoom", "tag": MATCH}, "data"),
         Input("scalars-smoothing", "value"), Input("scalars-x-axis", "value"), Input("scalars-log-y", "value"),
-        Input("scalars-run-filter", "value"), Input("scalars-poll", "n_intervals"), Input("scalars-first-drawn", "data"),
+        Input("scalars-run-filter", "value"), Input("scalars-poll", "n_intervals"),
+        Input("scalars-first-drawn", "data"),
         State({"type": "scalars-graph", "tag": MATCH}, "id"), State({"type": "scalars-state", "tag": MATCH}, "data"),
         prevent_initial_call=True,  # charts are created drawn, or wait for "scalars-first-drawn"
     )

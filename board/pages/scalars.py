@@ -63,7 +63,8 @@ def _wanted(run_filter: str, tag_filter: str, pinned: list[str]) -> dict[str, An
     return {**_shown(tag_filter, pinned), "invalid": invalid}
 
 
-def _sections(run_filter: str, tag_filter: str, pinned: list[str], settings: list[Any], drawn: int | None = None) -> list[Any]:
+def _sections(run_filter: str, tag_filter: str, pinned: list[str], settings: list[Any],
+              drawn: int | None = None) -> list[Any]:
     """The page's sections; the first `drawn` charts of the open sections (all when None) with their figures."""
     store = board_context().store
     note = empty_state(store, "scalars")
@@ -104,8 +105,8 @@ def register_callbacks(app: Dash) -> None:
     @app.callback(Output("scalars-sections", "children"), Output("scalars-tag-list", "data"),
                   Input("scalars-poll", "n_intervals"), Input("scalars-run-filter", "value"),
                   Input("scalars-tag-filter", "value"), Input("scalars-pinned", "data"),
-                  State("scalars-tag-list", "data"), State("scalars-smoothing", "value"), State("scalars-x-axis", "value"),
-                  State("scalars-log-y", "value"))
+                  State("scalars-tag-list", "data"), State("scalars-smoothing", "value"),
+                  State("scalars-x-axis", "value"), State("scalars-log-y", "value"))
     def _rebuild_sections(_ticks: int, run_filter: str, tag_filter: str, pinned: list[str] | None, shown: Any,
                           smoothing: float, x_axis: str, log_y: list[str]):
         """Rebuild only when what the sections are built from changed, whichever input fired (a filter change
@@ -120,8 +121,9 @@ def register_callbacks(app: Dash) -> None:
                   Input({"type": "scalars-group-summary", "prefix": MATCH}, "n_clicks"),
                   State({"type": "scalars-group-body", "prefix": MATCH}, "children"),
                   State({"type": "scalars-group-body", "prefix": MATCH}, "id"),
-                  State("scalars-tag-filter", "value"), State("scalars-pinned", "data"), State("scalars-run-filter", "value"),
-                  State("scalars-smoothing", "value"), State("scalars-x-axis", "value"), State("scalars-log-y", "value"),
+                  State("scalars-tag-filter", "value"), State("scalars-pinned", "data"),
+                  State("scalars-run-filter", "value"), State("scalars-smoothing", "value"),
+                  State("scalars-x-axis", "value"), State("scalars-log-y", "value"),
                   prevent_initial_call=True)
     def _open_group(clicks: int | None, children: list | None, body_id: dict[str, str], tag_filter: str, pinned: list,
                     run_filter: str, smoothing: float, x_axis: str, log_y: list[str]):

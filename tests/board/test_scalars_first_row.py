@@ -114,7 +114,8 @@ def _chart_request(tag: str, state) -> dict:
                        {"id": "scalars-run-filter", "property": "value", "value": ""},
                        {"id": "scalars-poll", "property": "n_intervals", "value": None},
                        {"id": "scalars-first-drawn", "property": "data", "value": True}],
-            "state": [{"id": {"tag": tag, "type": "scalars-graph"}, "property": "id", "value": {"tag": tag, "type": "scalars-graph"}},
+            "state": [{"id": {"tag": tag, "type": "scalars-graph"}, "property": "id",
+                       "value": {"tag": tag, "type": "scalars-graph"}},
                       {"id": {"tag": tag, "type": "scalars-state"}, "property": "data", "value": state}],
             "changedPropIds": ["scalars-first-drawn.data"]}
 
@@ -148,7 +149,8 @@ def test_the_layout_holds_the_first_row_drawn_and_its_callback_then_has_nothing_
     assert unchanged.status_code == 200 and unchanged.get_json()["response"] == {}
     drawn_now = client.post("/_dash-update-component", json=_chart_request(other, _state_of(layout, other)))
     assert drawn_now.status_code == 200
-    figure = drawn_now.get_json()["response"][json.dumps({"tag": other, "type": "scalars-graph"}, separators=(",", ":"))]
+    graph_id = json.dumps({"tag": other, "type": "scalars-graph"}, separators=(",", ":"))
+    figure = drawn_now.get_json()["response"][graph_id]
     assert len(figure["figure"]["data"]) == 6
 
 
