@@ -16,6 +16,7 @@ from board.config import BoardConfig
 from board.context import EXTENSION, BoardContext
 from board.data.store import LogdirStore
 from board.data.views import SmoothingCache
+from board.preload import install_plotly_preload
 from board.security import content_security_policy, install_guard
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ def create_app(config: BoardConfig, store: LogdirStore | None = None) -> Dash:
     install_guard(app.server, config.token, loopback_only=config.is_loopback and config.token is None,
                   policy=lambda: content_security_policy(tuple(app.csp_hashes())))
     app.layout = _shell
+    install_plotly_preload(app)
     return app
 
 

@@ -12,7 +12,7 @@ def empty_state(store: LogdirStore, what: str) -> html.Div | None:
         text = f"Waiting for the log directory {store.logdir} to appear…"
     elif store.refreshes == 0:
         text = f"Reading {store.logdir}…"
-    elif not store.runs():
+    elif not store.run_names():
         text = f"No runs yet in {store.logdir}: a run is any directory holding event files."
     else:
         return None

@@ -1,6 +1,8 @@
 """The HParams table: each run's hyperparameters (the hparams plugin's session records) and final metric values."""
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass, field
 
 from board.data.store import LogdirStore, UnknownSeries
@@ -67,10 +69,27 @@ def _last(store: LogdirStore, run: str, tag: str) -> tuple[float, int] | None:
     return float(columns.values[-1]), int(columns.steps[-1])
 
 
+_TABLES: weakref.WeakKeyDictionary[LogdirStore, tuple[int, HParamsTable]] = weakref.WeakKeyDictionary()
+_TABLES_LOCK = threading.Lock()
+
+
 def hparams_table(store: LogdirStore) -> HParamsTable:
+    """The table of the store's runs; built again only when the store's generation moved (any record read)."""
+    generation = store.generation  # read first: a table built from newer data is then only rebuilt once more
+    with _TABLES_LOCK:
+        cached = _TABLES.get(store)
+    if cached is not None and cached[0] == generation:
+        return cached[1]
+    table = _build(store)
+    with _TABLES_LOCK:
+        _TABLES[store] = (generation, table)
+    return table
+
+
+def _build(store: LogdirStore) -> HParamsTable:
     rows, problems, names, metrics = [], [], {}, {}
-    for summary in store.runs():
-        records = _run_records(store, summary.name, problems)
+    for run in store.run_names():
+        records = _run_records(store, run, problems)
         if records is None:
             continue
         values, metric_tags = records
@@ -78,8 +97,8 @@ def hparams_table(store: LogdirStore) -> HParamsTable:
         finals, steps = {}, {}
         for tag in metric_tags:
             metrics[tag] = None
-            last = _last(store, summary.name, tag)
+            last = _last(store, run, tag)
             if last is not None:
                 finals[tag], steps[tag] = last
-        rows.append(HParamsRow(summary.name, values, finals, steps))
+        rows.append(HParamsRow(run, values, finals, steps))
     return HParamsTable(tuple(sorted(names)), tuple(metrics), tuple(rows), tuple(problems))

@@ -92,6 +92,7 @@ class LogdirStore:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.refreshes = 0  # completed passes over the log directory
+        self.generation = 0  # grows whenever what a run holds changes (a run's summary, a run gone, the folding)
         self.last_refresh_seconds: float | None = None
         self.first_load_seconds: float | None = None  # the first pass: opening the directory
 
@@ -107,6 +108,7 @@ class LogdirStore:
             for name in set(self._runs) - set(locations):
                 del self._runs[name]
                 self._summaries.pop(name, None)
+                self.generation += 1
         published: set[str] = set()
 
         def publish(name: str) -> None:
@@ -124,6 +126,8 @@ class LogdirStore:
         for sub, parent in sorted(folded.items()):
             subruns.setdefault(parent, []).append(sub)
         with self._lock:
+            if folded != self._folded:
+                self.generation += 1
             self._folded, self._subruns = folded, {parent: tuple(subs) for parent, subs in subruns.items()}
         self.last_refresh_seconds = time.perf_counter() - started
         if self.refreshes == 0:
@@ -140,6 +144,8 @@ class LogdirStore:
             previous = self._summaries.get(name)
             self._runs[name] = run
             self._summaries[name] = summary
+            if summary != previous:  # every record read changes it (points, bytes)
+                self.generation += 1
         for line in set(summary.warnings) - set(previous.warnings if previous else ()):
             log.warning("run %s: %s", name, line)  # once per warning, not once per pass
 
@@ -238,6 +244,11 @@ class LogdirStore:
         """Every run but the hparams sub-runs, which are shown as part of their parent (see `subruns`)."""
         with self._lock:
             return [self._folded_summary(name) for name in sorted(self._summaries) if name not in self._folded]
+
+    def run_names(self) -> list[str]:
+        """The names `runs()` lists, without building their summaries."""
+        with self._lock:
+            return [name for name in sorted(self._summaries) if name not in self._folded]
 
     def _folded_summary(self, name: str) -> RunSummary:
         """The run's summary with its folded sub-runs' files, points and warnings added in."""

@@ -1,9 +1,11 @@
 """HParams: runs × hyperparameters × final metrics (sortable, filterable), parallel coordinates and a scatter."""
 from __future__ import annotations
 
+import hashlib
 import math
 
 import dash
+import orjson
 from dash import Dash, Input, Output, State, dash_table, dcc, html, no_update
 
 from board.components.empty_state import empty_state
@@ -11,7 +13,8 @@ from board.components.hparams_figures import metric_scatter, parallel_coordinate
 from board.context import board_context
 from board.data.hparams_table import HParamsTable, hparams_table
 
-dash.register_page(__name__, path="/hparams", name="HParams", order=10, title="flowscope · hparams")
+dash.register_page(__name__, path="/hparams", name="HParams", order=10, title="flowscope · hparams",
+                   preload_plotly=True)
 RUN_COLUMN = "run"
 
 
@@ -28,7 +31,20 @@ def _cell(value):
     return value
 
 
+_LAST_TABLE_DATA: list = [None, None]  # [table, (columns, rows)]: the tables are cached per store generation
+
+
 def table_data(table: HParamsTable) -> tuple[list[dict], list[dict]]:
+    """The DataTable's columns and rows (the same lists for the same table: callers do not change them)."""
+    held, data = _LAST_TABLE_DATA
+    if held is table:
+        return data
+    data = _table_data(table)
+    _LAST_TABLE_DATA[:] = [table, data]
+    return data
+
+
+def _table_data(table: HParamsTable) -> tuple[list[dict], list[dict]]:
     columns = [{"name": ["", RUN_COLUMN], "id": RUN_COLUMN}]
     columns += [{"name": ["hyperparameter", name], "id": _column_id("h", name), "type": "any"}
                 for name in table.hparam_names]
@@ -43,8 +59,14 @@ def table_data(table: HParamsTable) -> tuple[list[dict], list[dict]]:
     return columns, rows
 
 
+def _shown(generation: int, rows: list[dict]) -> dict:
+    return {"generation": generation,
+            "digest": hashlib.blake2b(orjson.dumps(rows, option=orjson.OPT_NON_STR_KEYS), digest_size=16).hexdigest()}
+
+
 def layout(**_query: str) -> html.Div:
     context = board_context()
+    generation = context.store.generation
     table = hparams_table(context.store)
     columns, rows = table_data(table)
     metric = table.metric_tags[0] if table.metric_tags else None
@@ -75,15 +97,27 @@ def layout(**_query: str) -> html.Div:
         ]),
         dcc.Graph(id="hparams-scatter", figure=metric_scatter(table, hparam, metric), config={"displaylogo": False}),
         dcc.Interval(id="hparams-poll", interval=context.config.browser_poll_ms),
+        dcc.Store(id="hparams-generation", data=_shown(generation, rows)),
     ])
 
 
 def register_callbacks(app: Dash) -> None:
     @app.callback(Output("hparams-table", "columns"), Output("hparams-table", "data"),
-                  Input("hparams-poll", "n_intervals"), State("hparams-table", "data"), prevent_initial_call=True)
-    def _refresh(_ticks: int, current: list[dict]):
-        columns, rows = table_data(hparams_table(board_context().store))
-        return (columns, rows) if rows != current else (no_update, no_update)
+                  Output("hparams-generation", "data"),
+                  Input("hparams-poll", "n_intervals"), State("hparams-generation", "data"), prevent_initial_call=True)
+    def _refresh(_ticks: int, shown: dict | None):
+        """New rows only when they differ from those shown; the browser sends the generation and a digest of the
+        rows it shows, not the rows (so no work while the directory is unchanged, and no redraw when a change
+        left the table as it was)."""
+        store = board_context().store
+        generation = store.generation
+        if shown and generation == shown["generation"]:
+            return no_update, no_update, no_update
+        columns, rows = table_data(hparams_table(store))
+        now = _shown(generation, rows)
+        if shown and now["digest"] == shown["digest"]:
+            return no_update, no_update, now
+        return columns, rows, now
 
     @app.callback(Output("hparams-parallel", "figure"), Input("hparams-color", "value"),
                   Input("hparams-table", "data"), prevent_initial_call=True)

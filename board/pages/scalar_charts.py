@@ -14,23 +14,35 @@ from board.data.filters import matching
 from board.data.views import ScalarView, XAxis, scalar_view
 
 REBUILD_FACTOR = 3  # after live appends, a trace holding this many times the display budget is rebuilt
+FIRST_DRAWN_WAIT_MS = 3000
 SHOWN, HIDDEN = {}, {"display": "none"}  # a chart no run of the filter has is hidden, not removed
 
 
-def chart(tag: str, pinned: bool = False) -> html.Div:
-    return html.Div(className="fs-chart", id={"type": "scalars-chart", "tag": tag}, children=[
+def chart(tag: str, pinned: bool = False, settings: list[Any] | None = None) -> html.Div:
+    """A chart's components. With `settings` (run filter, smoothing, x axis, log y) its figure is drawn here, in the
+    page's layout, with the state its callback compares against: the first charts need no request of their own."""
+    figure, state, style = ({"data": [], "layout": {"height": 320, "title": {"text": tag}}}, None, SHOWN)
+    if settings is not None:
+        figure, state, style = _drawn(tag, _views(tag, settings[0], x_axis=settings[2], smoothing=settings[1],
+                                                  window=None), None, settings)
+    return html.Div(className="fs-chart", id={"type": "scalars-chart", "tag": tag}, style=style, children=[
         html.Div(className="fs-chart-head", children=[
             html.Button("unpin" if pinned else "pin", id={"type": "scalars-pin", "tag": tag, "pinned": pinned},
                         className="fs-small-button", title="show this chart in the pinned row at the top"),
             html.Button("CSV", id={"type": "scalars-csv", "tag": tag}, className="fs-small-button",
                         title="download every point of this tag for the runs shown"),
         ]),
-        dcc.Graph(id={"type": "scalars-graph", "tag": tag}, config={"displaylogo": False},
-                  figure={"data": [], "layout": {"height": 320, "title": {"text": tag}}}),
-        dcc.Store(id={"type": "scalars-state", "tag": tag}),
+        dcc.Graph(id={"type": "scalars-graph", "tag": tag}, config={"displaylogo": False}, figure=figure),
+        dcc.Store(id={"type": "scalars-state", "tag": tag}, data=state),
         dcc.Store(id={"type": "scalars-zoom", "tag": tag}),
         dcc.Download(id={"type": "scalars-download", "tag": tag}),
     ])
+
+
+def chart_settings(run_filter: str | None, smoothing: float | None, x_axis: XAxis,
+                   log_y: list[str] | None) -> list[Any]:
+    """The controls as a chart's state records them (what its callback compares to decide whether to redraw)."""
+    return [run_filter or "", float(smoothing or 0), x_axis, "log" in (log_y or [])]
 
 
 def _runs_with(tag: str, run_filter: str) -> list[str]:
@@ -77,6 +89,29 @@ def register_chart_callbacks(app: Dash) -> None:
         prevent_initial_call=True,
     )
 
+    # The page's layout holds its first row drawn; the other charts ask for their figures a frame after a chart is
+    # on screen (or after FIRST_DRAWN_WAIT_MS whatever happens), so that they do not compete with that row.
+    app.clientside_callback(
+        """
+        function(_id) {
+            const started = performance.now();
+            return new Promise(resolve => {
+                const check = () => {
+                    const drawn = document.querySelector("#scalars-sections .js-plotly-plot .scatterlayer .trace");
+                    const none = !document.querySelector("#scalars-sections .fs-chart");
+                    if (drawn || none || performance.now() - started > %d) {
+                        requestAnimationFrame(() => resolve(true));
+                    } else {
+                        requestAnimationFrame(check);
+                    }
+                };
+                check();
+            });
+        }
+        """ % FIRST_DRAWN_WAIT_MS,
+        Output("scalars-first-drawn", "data"), Input("scalars-first-drawn", "id"),
+    )
+
     @app.callback(
         Output({"type": "scalars-graph", "tag": MATCH}, "figure"),
         Output({"type": "scalars-state", "tag": MATCH}, "data"),
@@ -84,13 +119,16 @@ def register_chart_callbacks(app: Dash) -> None:
         Input({"type": "scalars-zoom", "tag": MATCH}, "data"),
         Input("scalars-smoothing", "value"), Input("scalars-x-axis", "value"), Input("scalars-log-y", "value"),
         Input("scalars-run-filter", "value"), Input("scalars-poll", "n_intervals"),
+        Input("scalars-first-drawn", "data"),
         State({"type": "scalars-graph", "tag": MATCH}, "id"), State({"type": "scalars-state", "tag": MATCH}, "data"),
+        prevent_initial_call=True,  # charts are created drawn, or wait for "scalars-first-drawn"
     )
-    def _chart_update(zoom_data, smoothing, x_axis, log_y, run_filter, _ticks, graph_id, state):
+    def _chart_update(zoom_data, smoothing, x_axis, log_y, run_filter, _ticks, _first_drawn, graph_id, state):
         """Draw what the controls and the zoom ask for. Compares the wanted view with the one drawn (`state`)
         rather than looking at which input fired, so coalesced or dropped requests cannot lose a zoom."""
-        tag, smoothing, log_y = graph_id["tag"], float(smoothing or 0), "log" in (log_y or [])
-        settings = [run_filter or "", smoothing, x_axis, log_y]
+        tag = graph_id["tag"]
+        settings = chart_settings(run_filter, smoothing, x_axis, log_y)
+        _, smoothing, x_axis, log_y = settings
         zoom = None
         if zoom_data and zoom_data.get("x_axis") == x_axis:
             zoom = window_from_relayout(zoom_data["relayout"], x_axis)
@@ -125,7 +163,7 @@ def register_chart_callbacks(app: Dash) -> None:
             for offset, trace in enumerate(run_traces(view, x_axis, smoothing > 0)):
                 target = patch["data"][index * TRACES_PER_RUN + offset]
                 for key in ("x", "y", "text", "customdata"):
-                    if trace.get(key):
+                    if len(trace.get(key, ())):
                         target[key].extend(trace[key])
             new_runs.append([view.run, view.revision, view.length, held[view.run][2] + len(view.x)])
         return patch, {**state, "runs": new_runs}, no_update

@@ -141,7 +141,10 @@ def _sections_request(run_filter: object, tag_filter: object) -> dict:
                        {"id": "scalars-run-filter", "property": "value", "value": run_filter},
                        {"id": "scalars-tag-filter", "property": "value", "value": tag_filter},
                        {"id": "scalars-pinned", "property": "data", "value": []}],
-            "state": [{"id": "scalars-tag-list", "property": "data", "value": []}],
+            "state": [{"id": "scalars-tag-list", "property": "data", "value": []},
+                      {"id": "scalars-smoothing", "property": "value", "value": 0.6},
+                      {"id": "scalars-x-axis", "property": "value", "value": "step"},
+                      {"id": "scalars-log-y", "property": "value", "value": []}],
             "changedPropIds": ["scalars-tag-filter.value"]}
 
 

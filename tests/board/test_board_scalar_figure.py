@@ -16,7 +16,7 @@ def view(points: int) -> ScalarView:
 
 def test_a_single_point_is_drawn_with_a_marker():
     raw = run_traces(view(1), "step", smoothing=False)[0]
-    assert raw["mode"] == "lines+markers" and raw["x"] == [0.0] and raw["y"] == [0.0]
+    assert raw["mode"] == "lines+markers" and list(raw["x"]) == [0.0] and list(raw["y"]) == [0.0]
 
 
 def test_a_long_series_is_a_plain_line():

@@ -156,3 +156,47 @@ def test_changing_the_run_filter_draws_the_matching_runs_without_console_errors(
     page.press("#scalars-run-filter", "Enter")
     wait_drawn(page, "train/loss")
     assert errors == []
+
+
+RECORD_CALLBACKS = """(() => {
+    window.__callbacks = [];
+    const fetch0 = window.fetch;
+    window.fetch = function(url, init) {
+        if (String(url).includes('_dash-update-component') && init && init.body) {
+            window.__callbacks.push([performance.now(), JSON.parse(init.body).output]);
+        }
+        return fetch0.apply(this, arguments);
+    };
+})();"""
+FIRST_ROW_DRAWN = """() => {
+    const plots = Array.from(document.querySelectorAll('#scalars-sections .js-plotly-plot')).slice(0, 2);
+    return plots.length === 2 && plots.every(gd => gd.querySelector('.scatterlayer .trace path.js-line'))
+        ? performance.now() : false; }"""
+
+
+def test_the_first_row_is_drawn_before_any_chart_asks_for_its_figure(page: Page, tmp_path: Path, serve_board) -> None:
+    """One callback round trip (the page itself) before the first row is on screen; the other charts ask after it."""
+    tags = ["train/loss", "train/acc", "val/loss", "val/acc", "eval/score"]
+    for run, offset in RUNS.items():
+        with SummaryWriter(tmp_path / "logs" / run) as writer:
+            for step in range(500):
+                for index, tag in enumerate(tags):
+                    writer.add_scalar(tag, offset + index + np.sin(step / 50), step, walltime=1.7e9 + step)
+    board = serve_board(tmp_path / "logs", "--reload-interval", "60")  # the page polls every 5 s: no tick early on
+    errors = watch_console(page)
+    page.set_default_timeout(TIMEOUT_MS)
+    page.add_init_script(RECORD_CALLBACKS)
+    page.goto(board.url + "/scalars")
+    drawn_at = page.wait_for_function(FIRST_ROW_DRAWN, polling="raf").json_value()
+    first_row = page.eval_on_selector_all("#scalars-sections .js-plotly-plot",
+                                          "els => els.slice(0, 2).map(gd => gd.layout.title.text)")
+    assert first_row == ["eval/score", "train/acc"]  # groups by name, then tags by name
+    for tag in tags:
+        wait_drawn(page, tag)
+    calls = page.evaluate("() => window.__callbacks")
+    before = [output for at, output in calls if at < drawn_at]
+    assert len(before) <= 2 and any("_pages_content" in output for output in before), before  # + the sections' check
+    assert not any("scalars-graph" in output for output in before), before
+    after = [output for at, output in calls if at >= drawn_at and "scalars-graph" in output]
+    assert len(after) >= len(tags) - 2, calls  # each chart once when the first row is drawn (and once a poll tick)
+    assert errors == []
