@@ -54,6 +54,10 @@ class _Observer(_hooks.Recorder):
     def op(self, op: str, module: str, inputs: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
         pass
 
+    def module_begin(self, event: Any) -> None:
+        if active is not None:
+            active.record_module_begin(event.path, event.module_type)
+
     def module_end(self, event: Any) -> None:
         pass
 
@@ -162,9 +166,13 @@ class Tracer:
         self.keep.append(result)
         self.graph_values.add(id(result))
 
+    def record_module_begin(self, path: str, kind: str) -> None:
+        """Where a module call begins: on replay this node emits module_begin (the call's end is ``record_module``)."""
+        self._emit(f"ModuleBegin[{path or kind}]", "module", _module_begin_run(path, kind), [], [], "forward", path)
+
     def record_module(self, module: Any, args: tuple, out: Any) -> None:
-        """A module call: on replay it emits module_begin/module_end and calls the module's forward hooks (those
-        registered then) with the replayed arguments and output."""
+        """A module call's end: on replay it emits module_end and calls the module's forward hooks (those registered
+        then) with the replayed arguments and output."""
         tensor_args = [self.ids.get(id(a)) if isinstance(a, Tensor) else None for a in args]
         out_id = self.ids.get(id(out)) if isinstance(out, Tensor) else None
         inputs = [v for v in tensor_args if v is not None] + ([out_id] if out_id is not None else [])
@@ -288,10 +296,6 @@ def _module_run(module: Any, tensor_args: list[str | None], args: tuple, has_out
     args = tuple(None if isinstance(a, Tensor) else a for a in args)  # the trace's tensors are not kept
 
     def run(*arrays: Any) -> None:
-        if not (module._forward_hooks or _hooks.module_begin or _hooks.module_end):
-            return
-        if _hooks.module_begin:
-            _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(module._path, kind, _hooks._step, time.perf_counter_ns()))
         if _hooks.module_end:
             _hooks.emit(_hooks.module_end, _hooks.ModuleEvent(module._path, kind, _hooks._step, time.perf_counter_ns()))
         if module._forward_hooks:
@@ -300,6 +304,13 @@ def _module_run(module: Any, tensor_args: list[str | None], args: tuple, has_out
                               for vid, a in zip(tensor_args, args))
             output = Tensor._wrap_array(next(values), "activation", "graph") if has_out else static_out
             module._apply_forward_hooks(call_args, output)
+    return run
+
+
+def _module_begin_run(path: str, kind: str) -> Any:
+    def run() -> None:
+        if _hooks.module_begin:
+            _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(path, kind, _hooks._step, time.perf_counter_ns()))
     return run
 
 
