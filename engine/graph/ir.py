@@ -36,6 +36,7 @@ class Node:
     fused_ops: list[str] = field(default_factory=list)
     category: str = "activation"
     release_state: bool = False  # memory planning: the op instance's saved arrays are dead after this node
+    kept: tuple[str, ...] = ()  # the op instance's attributes before its first forward (from its constructor)
 
     @property
     def effect(self) -> bool:

@@ -42,7 +42,7 @@ def compile_graph(graph: Graph) -> Callable[..., list[Any]]:
     """The replay of ``graph`` as one function of its input arrays (returning the output arrays)."""
     code, bound = _generate(graph)
     namespace = dict(bound, H=_hooks, register=_memory.register, release=_memory.release, ndarray=np.ndarray,
-                     as_array=_as_array, observed_call=_observed, release_state=_release_state, release_all=_release_all)
+                     as_array=_as_array, observed_call=_observed, release_all=_release_all)
     exec(compile(code, f"<replay of {graph.function}>", "exec"), namespace)  # noqa: S102 - our own generated source
     return namespace["replay"]
 
@@ -121,8 +121,9 @@ def _generate(graph: Graph) -> tuple[str, dict[str, Any]]:
             registered(node.outputs[0], local, node, False)
         else:
             body.append(f"{watched} if observed else {call}")
-        if node.release_state:
-            body.append(f"release_state(N{j})")
+        if node.release_state and node.instance is not None:
+            bound[f"R{j}"] = _state_release(node.instance, node.kept)
+            body.append(f"R{j}()")
         for vid in graph.frees.get(node.id, ()):
             if names.get(vid, "").startswith("v"):
                 body.append(f"{names[vid]} = None")
@@ -177,13 +178,21 @@ def _observed(node: Any, fn: Callable[..., Any], ins: tuple) -> Any:
         _hooks.graph_node = None
 
 
-def _release_state(node: Any) -> None:
-    """Let go of the arrays the node's op kept for its backward (its forward sets them again next replay). The
-    attribute names are found on the first call and kept on the node."""
-    state = vars(node.instance)
-    keys = node.__dict__.get("_state_keys")
-    if keys is None or any(k not in state for k in keys):
-        keys = node.__dict__["_state_keys"] = tuple(
-            k for k, v in state.items() if hasattr(v, "dtype") and hasattr(v, "shape") and not isinstance(v, np.generic))
-    for key in keys:
-        state.pop(key, None)
+def _state_release(op: Any, kept: tuple[str, ...]) -> Callable[[], None]:
+    """What lets go of the arrays ``op`` saved for its backward (its forward sets them again on the next replay):
+    its array attributes but those it had before its first forward (its constructor's: class weights, …), named on
+    the first call."""
+    state, names = vars(op), None
+
+    def release() -> None:
+        nonlocal names
+        if names is None:
+            names = tuple(k for k, v in state.items() if k not in kept and _is_array(v))
+        for name in names:
+            state.pop(name, None)
+    return release
+
+
+def _is_array(value: Any) -> bool:
+    return (hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__")) and \
+        not isinstance(value, np.generic)

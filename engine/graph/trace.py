@@ -75,6 +75,7 @@ class Tracer:
         self.counter = 0
         self.param_names: dict[int, str] = {}
         self.array_ids: dict[int, str] = {}  # id(array) -> value id, for arrays ops keep as attributes
+        self.constructed: dict[int, tuple[str, ...]] = {}  # id(op instance) -> its attributes before forward ran
 
     # --- values -----------------------------------------------------------------------------------------
     def new_id(self) -> str:
@@ -118,6 +119,7 @@ class Tracer:
     def attrs_of(self, op: Any) -> tuple:
         """(hashable static attributes, [(attribute, value id)] for array attributes that are graph values)."""
         items, bindings = [], []
+        self.constructed[id(op)] = tuple(vars(op))
         for key, value in vars(op).items():
             vid = self.array_ids.get(id(value))
             if vid is not None:
@@ -147,7 +149,7 @@ class Tracer:
         node = Node(nid, name, "forward", run, in_ids, [nid], [result.shape], [str(result.dtype)],
                     _hooks.module_stack[-1], _hooks.phase if _hooks.phase != "backward" else "forward", instance=op,
                     attrs=(name,) + attrs, deterministic=name not in RANDOM_OPS,
-                    ufunc=ufunc)
+                    ufunc=ufunc, kept=self.constructed.get(id(op), ()))
         self.nodes.append(node)
         self.ids[id(result)] = nid
         self.array_ids[id(result._data)] = nid
@@ -215,7 +217,7 @@ class Tracer:
                 node = Node(nid, cls.__name__ + "Backward", "backward", fn.backward, [g], outs,
                             [getattr(a, "shape", ()) for a in in_grads],
                             [str(getattr(a, "dtype", "")) for a in in_grads], fn.module, "backward", ctx=ctx,
-                            instance=fn, category="temporary")
+                            instance=fn, category="temporary", kept=self.constructed.get(id(fn), ()))
                 self.nodes.append(node)
                 for parent, parent_grad, needed, vid in zip(fn.parents, in_grads, fn.needs_input_grad, outs):
                     if parent_grad is None or not needed:
@@ -277,6 +279,7 @@ class Tracer:
         self.ids.clear()
         self.array_ids.clear()
         self.graph_values.clear()
+        self.constructed.clear()
 
     def graph(self, inputs: list[str], outputs: list[str], meta: dict) -> Graph:
         return Graph(self.function, "", self.nodes, inputs, dict(self.captured), outputs, meta, dict(self.constants))

@@ -46,7 +46,7 @@ class TracedFunction:
         self._seen: list[dict[str, Any]] = []
         positional = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in self._signature.parameters.values())
         self._fast = tuple(self._signature.parameters) if positional else None
-        self._fast_keys: dict[Any, Any] = {}
+        self._fast_keys: dict[Any, _Entry] = {}  # the signature of a positional call, found quickly -> its entry
         self.trace_ms: list[float] = []
         functools.update_wrapper(self, fn)
 
@@ -61,10 +61,10 @@ class TracedFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs and self._fast is not None and len(args) == len(self._fast):
             try:
-                key = tuple(_fast_part(a) for a in args)  # positional call: the signature without inspect
+                key = tuple([_fast_part(a) for a in args])  # positional call: the signature without inspect
             except TypeError:  # an unhashable static argument: the full path below
                 key = None
-            entry = self._cache.get(self._fast_keys.get(key)) if key is not None else None
+            entry = self._fast_keys.get(key) if key is not None else None
             if entry is not None:
                 outs = _replay.run(entry.graph, [a._data for a in args if isinstance(a, Tensor)])
                 return _rebuild(entry.structure, outs)
@@ -94,7 +94,7 @@ class TracedFunction:
             result = self._trace(key, bound, tensors, names, "; ".join(described))
             if not kwargs and len(args) == len(bound.arguments) and self._fast is not None:
                 try:
-                    self._fast_keys[tuple(_fast_part(a) for a in args)] = key
+                    self._fast_keys[tuple([_fast_part(a) for a in args])] = self._cache[key]
                 except TypeError:
                     pass
             return result
@@ -148,6 +148,8 @@ class TracedFunction:
 def _fast_part(value: Any) -> Any:
     if isinstance(value, Tensor):
         data = value._data
+        if type(data) is np.ndarray:
+            return (data.shape, data.dtype)
         return (data.shape, data.dtype, type(data), getattr(getattr(data, "device", None), "id", None))
     hash(value)
     return (type(value), value)

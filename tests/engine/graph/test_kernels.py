@@ -1,0 +1,94 @@
+"""Replay kernels (engine/graph/kernels.py) against the op they stand for: the same bits, the op's own handling of
+batches they do not cover (ignored labels, labels out of range), and ops they must leave to the op."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import engine
+from engine import nn
+from engine.graph import kernels
+from engine.nn import functional as F
+
+CLASSES = 5
+
+
+def loss_step(seed: int = 0, **loss_args):
+    engine.manual_seed(seed)
+    model = nn.Linear(8, CLASSES)
+    opt = engine.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y, **loss_args)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return model, step
+
+
+def labelled(n_steps: int, rows: int = 6, seed: int = 0, labels=None):
+    rng = np.random.default_rng(seed)
+    for i in range(n_steps):
+        y = rng.integers(0, CLASSES, rows) if labels is None else np.asarray(labels[i])
+        yield engine.tensor(rng.standard_normal((rows, 8)).astype(np.float32)), engine.tensor(y)
+
+
+def eager_and_traced(batches, **loss_args):
+    eager_model, eager = loss_step(**loss_args)
+    traced_model, step = loss_step(**loss_args)
+    traced = engine.function(step)
+    results = []
+    for x, y in batches:
+        results.append((eager(x, y).item(), traced(x, y).item()))
+    return results, eager_model, traced_model, traced
+
+
+@pytest.mark.parametrize("loss_args", [{}, {"reduction": "sum"}, {"weight": np.linspace(0.5, 2, CLASSES, dtype=np.float32)},
+                                       {"label_smoothing": 0.1}, {"ignore_index": 2}])
+def test_traced_cross_entropy_gives_the_eager_bits(loss_args):
+    if "weight" in loss_args:
+        loss_args = dict(loss_args, weight=engine.tensor(loss_args["weight"]))
+    results, eager_model, traced_model, _ = eager_and_traced(labelled(12), **loss_args)
+    assert [e for e, _ in results] == [t for _, t in results]
+    assert np.array_equal(eager_model.weight.numpy(), traced_model.weight.numpy())
+    assert np.array_equal(eager_model.weight.grad.numpy(), traced_model.weight.grad.numpy())
+
+
+def test_kernels_cover_only_plain_cross_entropy():
+    covered = {}
+    for name, args in (("plain", {}), ("sum", {"reduction": "sum"}), ("none", {"reduction": "none"}),
+                       ("weighted", {"weight": engine.tensor(np.ones(CLASSES, np.float32))}),
+                       ("smoothed", {"label_smoothing": 0.1}), ("ignore in range", {"ignore_index": 2})):
+        def summed(x, y, args=args):
+            return F.cross_entropy(x, y, **args).sum()
+        traced = engine.function(summed)
+        _, y = next(labelled(1))
+        traced(engine.tensor(np.random.default_rng(0).standard_normal((6, CLASSES)).astype(np.float32)), y)
+        [forward] = [n for n in traced.graphs()[0][1].nodes if n.op == "CrossEntropy"]
+        covered[name] = kernels.for_node(forward) is not None
+    assert covered == {"plain": True, "sum": True, "none": False, "weighted": False, "smoothed": False,
+                       "ignore in range": False}
+
+
+def test_a_batch_with_ignored_labels_goes_to_the_op_and_back():
+    labels = [[0, 1, 2, 3, 4, 0], [1, -100, 2, -100, 3, 3], [4, 4, 3, 2, 1, 0], [-100] * 5 + [1]]
+    results, eager_model, traced_model, traced = eager_and_traced(labelled(4, labels=labels))
+    assert [e for e, _ in results] == [t for _, t in results] and traced.trace_count == 1
+    assert np.array_equal(eager_model.bias.numpy(), traced_model.bias.numpy())
+
+
+@pytest.mark.parametrize("bad", [CLASSES, -1])
+def test_labels_out_of_range_are_refused_as_eager_refuses_them(bad):
+    _, step = loss_step()
+    traced = engine.function(step)
+    x, y = next(labelled(1))
+    traced(x, y)
+    wrong = engine.tensor(np.array([0, 1, bad, 2, 3, 4]))
+    with pytest.raises(IndexError) as replayed:
+        traced(x, wrong)
+    _, eager = loss_step()
+    with pytest.raises(IndexError) as eager_error:
+        eager(x, wrong)
+    assert str(replayed.value) == str(eager_error.value) and f"[{bad}]" in str(replayed.value)
