@@ -21,12 +21,18 @@ from engine import hooks as _hooks
 from engine import memory as _memory
 from engine.graph import kernels as _kernels
 from engine.graph.ir import Graph
+from engine.tensor import Tensor
 
 _now = time.perf_counter_ns
 
 
 def run(graph: Graph, arrays: list[Any]) -> list[Any]:
     """The arrays of ``graph.outputs`` for input ``arrays`` (in ``graph.inputs`` order)."""
+    return [t._data for t in run_tensors(graph, arrays)]
+
+
+def run_tensors(graph: Graph, arrays: list[Any]) -> list[Any]:
+    """``graph.outputs`` as Tensors (each registered with the allocator once, when its node made it)."""
     compiled = graph.__dict__.get("_replay")
     if compiled is None:
         compiled = graph.__dict__["_replay"] = compile_graph(graph)
@@ -41,7 +47,8 @@ def source(graph: Graph) -> str:
 def compile_graph(graph: Graph) -> Callable[..., list[Any]]:
     """The replay of ``graph`` as one function of its input arrays (returning the output arrays)."""
     code, bound = _generate(graph)
-    namespace = dict(bound, H=_hooks, register=_memory.register, release=_memory.release, ndarray=np.ndarray,
+    namespace = dict(bound, H=_hooks, register=_memory.register, release=_memory.release, wrap=Tensor._wrap_array,
+                     ndarray=np.ndarray,
                      as_array=_as_array, observed_call=_observed, release_all=_release_all)
     exec(compile(code, f"<replay of {graph.function}>", "exec"), namespace)  # noqa: S102 - our own generated source
     return namespace["replay"]
@@ -65,6 +72,7 @@ def _generate(graph: Graph) -> tuple[str, dict[str, Any]]:
     # a gradient only SetGrad reads becomes .grad there (registered as a gradient then, as eager does)
     to_grad = {v for v, readers in users.items() if all(r.kind == "set_grad" for r in readers)}
     keys: dict[str, str] = {}  # value id -> the local holding its allocator key, while registered
+    returned: dict[str, str | None] = dict.fromkeys(graph.outputs)  # graph output -> the local of its Tensor
     all_keys: list[str] = []
     body: list[str] = []
     phase = None
@@ -74,6 +82,11 @@ def _generate(graph: Graph) -> tuple[str, dict[str, Any]]:
         return local
 
     def registered(vid: str, local: str, node: Any, may_be_none: bool) -> None:
+        if vid in returned:  # a result is a tensor from the start: registered once, released when it dies
+            tensor = returned[vid] = f"T{list(returned).index(vid)}"
+            call = f"wrap({local}, {node.category!r}, {node.op!r})"
+            body.append(f"{tensor} = {call} if {local} is not None else None" if may_be_none else f"{tensor} = {call}")
+            return
         if vid in to_grad:
             return
         key = keys[vid] = f"k{len(all_keys)}"
@@ -128,10 +141,10 @@ def _generate(graph: Graph) -> tuple[str, dict[str, Any]]:
             if names.get(vid, "").startswith("v"):
                 body.append(f"{names[vid]} = None")
             released(vid)
-    body.append(f"result = [{', '.join(names[v] for v in graph.outputs)}]")
+    results = [returned[v] or f"wrap({names[v]}, 'activation', 'graph')" for v in graph.outputs]
     for vid in list(keys):
         released(vid)
-    body.append("return result")
+    body.append(f"return [{', '.join(results)}]")
     arguments = ", ".join(f"a{i}" for i in range(len(graph.inputs)))
     lines = [f"def replay({arguments}):"]
     if all_keys:

@@ -66,7 +66,7 @@ class TracedFunction:
                 key = None
             entry = self._fast_keys.get(key) if key is not None else None
             if entry is not None:
-                outs = _replay.run(entry.graph, [a._data for a in args if isinstance(a, Tensor)])
+                outs = _replay.run_tensors(entry.graph, [a._data for a in args if isinstance(a, Tensor)])
                 return _rebuild(entry.structure, outs)
         bound = self._signature.bind(*args, **kwargs)
         key_parts, tensors, names, described = [], [], [], []
@@ -98,7 +98,7 @@ class TracedFunction:
                 except TypeError:
                     pass
             return result
-        outs = _replay.run(entry.graph, [t._data for t in tensors])
+        outs = _replay.run_tensors(entry.graph, [t._data for t in tensors])
         return _rebuild(entry.structure, outs)
 
     def _trace(self, key: Any, bound: Any, tensors: list[Tensor], names: list[str], described: str) -> Any:
@@ -175,15 +175,15 @@ def _flatten(result: Any, tracer: _trace.Tracer) -> tuple[Any, list[str]]:
     return walk(result), outputs
 
 
-def _rebuild(structure: Any, arrays: list[Any]) -> Any:
+def _rebuild(structure: Any, tensors: list[Tensor]) -> Any:
     kind, payload = structure
     if kind == "value":
-        return Tensor._wrap_array(arrays[payload], "activation", "graph")
+        return tensors[payload]
     if kind in ("same", "python"):
         return payload
     if kind is dict:
-        return {k: _rebuild(v, arrays) for k, v in payload.items()}
-    return kind(_rebuild(v, arrays) for v in payload)
+        return {k: _rebuild(v, tensors) for k, v in payload.items()}
+    return kind(_rebuild(v, tensors) for v in payload)
 
 
 def function(fn: Callable | None = None, *, passes: Iterable[str] | None = None, logdir: Any = None) -> Any:
