@@ -45,11 +45,10 @@ def source(graph: Graph) -> str:
 
 
 def compile_graph(graph: Graph) -> Callable[..., list[Any]]:
-    """The replay of ``graph`` as one function of its input arrays (returning the output arrays)."""
+    """The replay of ``graph`` as one function of its input arrays, returning its outputs as Tensors."""
     code, bound = _generate(graph)
     namespace = dict(bound, H=_hooks, register=_memory.register, release=_memory.release, wrap=Tensor._wrap_array,
-                     ndarray=np.ndarray,
-                     as_array=_as_array, observed_call=_observed, release_all=_release_all)
+                     ndarray=np.ndarray, as_array=_as_array, observed_call=_observed, release_all=_release_all)
     exec(compile(code, f"<replay of {graph.function}>", "exec"), namespace)  # noqa: S102 - our own generated source
     return namespace["replay"]
 
