@@ -12,6 +12,7 @@ the node running (None outside replay) so a profiler can join records to nodes, 
 """
 from __future__ import annotations
 
+import linecache
 import time
 from typing import Any, Callable
 
@@ -49,7 +50,9 @@ def compile_graph(graph: Graph) -> Callable[..., list[Any]]:
     code, bound = _generate(graph)
     namespace = dict(bound, H=_hooks, register=_memory.register, release=_memory.release, wrap=Tensor._wrap_array,
                      ndarray=np.ndarray, as_array=_as_array, observed_call=_observed, release_all=_release_all)
-    exec(compile(code, f"<replay of {graph.function}>", "exec"), namespace)  # noqa: S102 - our own generated source
+    filename = f"<replay of {graph.function} {id(graph):#x}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)  # tracebacks show the line
+    exec(compile(code, filename, "exec"), namespace)  # noqa: S102 - our own generated source
     return namespace["replay"]
 
 
