@@ -37,7 +37,7 @@ def _cross_entropy_forward(node: Any, op: Any) -> Callable[..., Any] | None:
     """``CrossEntropy.forward`` (labels bound from the graph input) for ``_plain_cross_entropy`` ops: one reduction
     checks the labels (all in [0, C), as unsigned integers); a batch that fails it goes to the op, which ignores
     or refuses labels as eager does."""
-    if not _plain_cross_entropy(op) or node.inputs[1:] != node.inputs[1:2] or ("bound", ("target",)) not in node.attrs:
+    if not _plain_cross_entropy(op) or len(node.inputs) != 2 or ("bound", ("target",)) not in node.attrs:
         return None
     classes, rows = op.shape[1], op.shape[0]
     index = np.arange(rows)
