@@ -77,7 +77,7 @@ def _generate(graph: Graph) -> tuple[str, dict[str, Any]]:
     returned: dict[str, str | None] = dict.fromkeys(graph.outputs)  # graph output -> the local of its Tensor
     all_keys: list[str] = []
     body: list[str] = []
-    phase = None
+    phase, opened = None, 0  # opened: module paths pushed and not popped yet
 
     def value(vid: str) -> str:
         local = names[vid] = f"v{len(names)}"
@@ -115,11 +115,16 @@ def _generate(graph: Graph) -> tuple[str, dict[str, Any]]:
             body.append(call)
         elif node.kind == "effect":
             body.append(call)
-        elif node.kind == "module":
-            if node.instance is None:  # a module's beginning: only module_begin recorders want it
+        elif node.kind == "module":  # the module's path is on the stack in between, as in eager (allocations read it)
+            if node.instance is None:  # a module's beginning: only module_begin recorders want more
+                body.append(f"modules.append({node.module!r})")
                 body.append(f"if H.module_begin: {call}")
+                opened += 1
             else:
                 bound[f"M{j}"] = node.instance
+                if opened:
+                    body.append("modules.pop()")
+                    opened -= 1
                 body.append(f"if M{j}._forward_hooks or H.module_end: {call}")
         elif node.kind == "backward" or len(node.outputs) > 1:
             body.append(f"t = {watched} if observed else {call}")
@@ -152,11 +157,13 @@ def _generate(graph: Graph) -> tuple[str, dict[str, Any]]:
     if all_keys:
         lines.append("    " + " = ".join(all_keys) + " = None")
     lines += ["    observed = H.ops_observed", "    if observed and not H._step_open:", "        H.mark_step_begin()"]
+    lines += ["    modules = H.module_stack", "    depth = len(modules)"]
     lines += ["    " + line for line in head]
     lines.append("    try:")
     lines += ["        " + line for line in body]
     lines.append("    except BaseException:")
     lines.append(f"        release_all(({''.join(k + ', ' for k in all_keys)}))")
+    lines.append("        del modules[depth:]")
     lines += ["        raise", "    finally:", "        H.phase = 'forward'"]
     return "\n".join(lines) + "\n", bound
 

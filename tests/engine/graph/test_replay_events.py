@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import engine
-from engine import hooks
+from engine import hooks, memory
 from engine.graph import replay
 from tests.engine.graph.digits_step import batches, make
 
@@ -82,3 +82,29 @@ def test_the_replay_source_tests_hook_flags_and_calls_nodes_in_order():
     optimised = engine.function(again)
     optimised(x, y)
     assert np.array_equal(optimised(x, y).numpy(), unoptimised(x, y).numpy())
+
+
+def test_allocations_of_a_replayed_forward_belong_to_their_module_as_in_eager():
+    class Blocks(hooks.Recorder):
+        def __init__(self):
+            self.linear: set[tuple[str, str]] = set()
+
+        def op_begin(self, op, module, inputs):
+            if op == "CrossEntropy":  # the two Linear results are alive: which module allocated each
+                self.linear = {(b.op, b.module) for b in memory.live_blocks() if b.op == "Linear"}
+
+    data = list(batches(2))
+    _, _, eager = make("mlp")
+    _, _, step = make("mlp")
+    traced = engine.function(step)
+    traced(*data[0])
+    seen = []
+    for run in (eager, traced):
+        recorder = hooks.add_recorder(Blocks())
+        try:
+            run(*data[1])
+        finally:
+            hooks.remove_recorder(recorder)
+        seen.append(recorder.linear)
+    assert seen[0] == seen[1] == {("Linear", "0"), ("Linear", "2")}
+    assert hooks.current_module() == ""
