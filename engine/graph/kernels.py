@@ -1,10 +1,12 @@
-"""Replay kernels: callables for nodes whose op re-derives on every eager call what the trace has fixed.
+"""Replay kernels: callables for nodes whose op (or optimizer) re-derives on every eager call what the trace has
+fixed.
 
 ``for_node(node)`` returns a kernel for the node, or None to replay the node's own callable. A kernel computes
 what the op computes with the same NumPy calls in the same order (so the same bits) and sets the state the op's
 backward reads, but decides the op's static branches (reduction, class weights, label smoothing, input rank) once,
-when the replay is compiled; whatever it cannot decide then (device, label range) it checks on every call and hands
-the call to the op itself when the check fails. Kernels run on NumPy arrays only.
+when the replay is compiled; whatever it cannot decide then (device, label range, the optimizer's hyper-parameters)
+it checks on every call and hands the call to the op or optimizer itself when the check fails. Kernels run on NumPy
+arrays only: CrossEntropy forward and backward, and the SGD (momentum) update.
 """
 from __future__ import annotations
 
@@ -12,12 +14,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from engine import hooks as _hooks
+
 _max, _add, _exp, _log, _subtract = np.maximum.reduce, np.add.reduce, np.exp, np.log, np.subtract
 
 
 def for_node(node: Any) -> Callable[..., Any] | None:
-    op = node.instance
-    if op is None or node.kind not in ("forward", "backward"):
+    op = node.instance if node.kind in ("forward", "backward") else getattr(node.run, "optimizer", None)
+    if op is None:
         return None
     make = _KERNELS.get((type(op).__name__, node.kind))
     return make(node, op) if make is not None else None
@@ -83,4 +87,43 @@ def _cross_entropy_backward(node: Any, op: Any) -> Callable[..., Any] | None:
     return run
 
 
-_KERNELS = {("CrossEntropy", "forward"): _cross_entropy_forward, ("CrossEntropy", "backward"): _cross_entropy_backward}
+def _sgd_step(node: Any, optimizer: Any) -> Callable[..., Any] | None:
+    """``SGD.step()`` (the node's update, then ``mark_step_end``) when every group has momentum and no weight decay,
+    dampening or Nesterov, and every parameter with a gradient has its momentum buffer and lives in host memory (all
+    checked per call, before anything is updated; else the optimizer's own update runs): ``SGD._update_group``'s
+    NumPy calls on the same arrays, without its per-parameter branches. Observed steps take the optimizer's path."""
+    from engine.optim.sgd import SGD
+    if type(optimizer) is not SGD:
+        return None
+    generic, groups, state, scratch = node.run, optimizer.param_groups, optimizer.state, optimizer._scratch_for
+
+    def run(*params: Any) -> None:
+        if _hooks.optimizer_observed:
+            return generic(*params)
+        for group in groups:
+            if group["weight_decay"] != 0 or group["dampening"] != 0 or group["nesterov"] or group["momentum"] == 0:
+                return generic(*params)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                buffer = state.get(p, _EMPTY).get("momentum_buffer")
+                if buffer is None or type(buffer._data) is not np.ndarray or type(p._data) is not np.ndarray:
+                    return generic(*params)
+        for group in groups:
+            momentum, step = group["momentum"], -group["lr"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                data, buffer, (_, product) = p._data, state[p]["momentum_buffer"]._data, scratch(p)
+                _multiply(buffer, momentum, out=buffer)
+                _add_to(buffer, p.grad._data, out=buffer)
+                _multiply(buffer, step, out=product)
+                _add_to(data, product, out=data)
+        _hooks.mark_step_end()
+    return run
+
+
+_EMPTY: dict = {}  # the state of a parameter the optimizer has not seen (read only)
+_multiply, _add_to = np.multiply, np.add
+_KERNELS = {("CrossEntropy", "forward"): _cross_entropy_forward, ("CrossEntropy", "backward"): _cross_entropy_backward,
+            ("SGD", "effect"): _sgd_step}

@@ -369,6 +369,7 @@ def _optimizer_run(optimizer: Any) -> Any:
         else:
             optimizer._update()
         _hooks.mark_step_end()
+    run.optimizer = optimizer  # type: ignore[attr-defined]  # (replay kernels specialise the update)
     return run
 
 

@@ -92,3 +92,62 @@ def test_labels_out_of_range_are_refused_as_eager_refuses_them(bad):
     with pytest.raises(IndexError) as eager_error:
         eager(x, wrong)
     assert str(replayed.value) == str(eager_error.value) and f"[{bad}]" in str(replayed.value)
+
+
+def sgd_step(**sgd_args):
+    engine.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, CLASSES))
+    opt = engine.optim.SGD(model.parameters(), **sgd_args)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return model, opt, step
+
+
+@pytest.mark.parametrize("sgd_args", [{"lr": 0.1, "momentum": 0.9}, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3},
+                                      {"lr": 0.1, "momentum": 0.9, "nesterov": True},
+                                      {"lr": 0.1, "momentum": 0.8, "dampening": 0.1}, {"lr": 0.1}])
+def test_traced_sgd_gives_the_eager_bits_as_hyper_parameters_and_state_change(sgd_args):
+    runs = []
+    for traced in (False, True):
+        model, opt, step = sgd_step(**sgd_args)
+        run = engine.function(step) if traced else step
+        losses = []
+        for i, (x, y) in enumerate(labelled(12)):
+            if i == 4:  # a schedule changes the learning rate
+                opt.param_groups[0]["lr"] = 0.03
+            if i == 7:  # the state is restored (new momentum buffers), and one group turns momentum off for a step
+                opt.load_state_dict(opt.state_dict())
+                opt.param_groups[0]["momentum"], momentum = 0.0, opt.param_groups[0]["momentum"]
+            if i == 8:
+                opt.param_groups[0]["momentum"] = momentum
+            losses.append(run(x, y).item())
+        runs.append((losses, [p.numpy().copy() for p in model.parameters()]))
+    (eager_losses, eager_params), (traced_losses, traced_params) = runs
+    assert traced_losses == eager_losses
+    assert all(np.array_equal(a, b) for a, b in zip(eager_params, traced_params))
+
+
+def test_the_sgd_kernel_is_for_sgd_only():
+    _, _, step = sgd_step(lr=0.1, momentum=0.9)
+    traced = engine.function(step)
+    traced(*next(labelled(1)))
+    [node] = [n for n in traced.graphs()[0][1].nodes if n.op == "SGDStep"]
+    assert kernels.for_node(node) is not None  # (what it cannot serve it hands to SGD per call: the test above)
+    adam_model = nn.Linear(8, CLASSES)
+    adam = engine.optim.Adam(adam_model.parameters())
+
+    def adam_step(x, y):
+        adam.zero_grad()
+        F.cross_entropy(adam_model(x), y).backward()
+        adam.step()
+
+    traced = engine.function(adam_step)
+    traced(*next(labelled(1)))
+    [node] = [n for n in traced.graphs()[0][1].nodes if n.op == "AdamStep"]
+    assert kernels.for_node(node) is None
