@@ -151,3 +151,33 @@ def test_the_sgd_kernel_is_for_sgd_only():
     traced(*next(labelled(1)))
     [node] = [n for n in traced.graphs()[0][1].nodes if n.op == "AdamStep"]
     assert kernels.for_node(node) is None
+
+
+@pytest.mark.parametrize("case", ["random", "ties and signed zeros", "large", "float64"])
+def test_cross_entropy_kernels_match_the_op_bit_for_bit(case):
+    from engine.ops.loss import CrossEntropy
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((7, CLASSES)).astype(np.float32)
+    if case == "ties and signed zeros":
+        x[:, :3] = 0.0
+        x[::2, 1] = -0.0
+        x[1] = 2.0
+    elif case == "large":
+        x *= 1e4
+    elif case == "float64":
+        x = x.astype(np.float64)
+    labels = rng.integers(0, CLASSES, 7)
+    grad = np.asarray(1.5, x.dtype)
+    results = []
+    for use_kernel in (False, True):
+        op = CrossEntropy(labels)
+        op.forward(x)  # what the trace leaves on the instance
+        node = type("N", (), {"instance": op, "kind": "forward", "inputs": ["x", "y"],
+                              "attrs": ("CrossEntropy", ("bound", ("target",)))})()
+        forward = kernels._cross_entropy_forward(node, op) if use_kernel else (lambda a, t: op.forward(a))
+        backward = kernels._cross_entropy_backward(node, op) if use_kernel else op.backward
+        loss = forward(x, labels)
+        results.append((loss, op.p.copy(), backward(grad)[0]))
+    (loss_a, p_a, g_a), (loss_b, p_b, g_b) = results
+    assert loss_a.dtype == loss_b.dtype and loss_a.shape == loss_b.shape == ()
+    assert loss_a.tobytes() == loss_b.tobytes() and p_a.tobytes() == p_b.tobytes() and g_a.tobytes() == g_b.tobytes()
