@@ -3,7 +3,8 @@
 Run ``python bench/graph_step.py [--threads N] [--repeats R] [--steps S]``. One process, random digits-shaped
 batches (nothing downloaded), warm-up first; the step functions are interleaved per repeat (so load drift hits all
 alike) and timed with ``time.process_time`` (CPU time of this process; wall time is meaningless on a shared
-machine). Reports the median ms/step, the ratios, the engine allocator's peak bytes above the step's start
+machine). Reports the median ms/step, the ratios (with, for the MLP, ``numpy``: the step written by hand in NumPy
+with the engine's arithmetic, the floor of a replay), the engine allocator's peak bytes above the step's start
 (eager vs traced) and the tracing time per signature. Targets (issue 19): traced MLP <= 0.7x eager and <= 1.0x
 torch; traced CNN <= 1.0x eager; traced peak <= 0.8x eager.
 """
@@ -46,6 +47,49 @@ def engine_step(workload: str, traced: bool, passes: Any = None) -> tuple[Callab
         return loss
 
     return (engine.function(step, passes=passes) if traced else step), model
+
+
+class NumpyStep:
+    """The MLP step written by hand in NumPy with the engine's arithmetic (its ufuncs, in its order, so the same
+    bits): forward, cross-entropy, backward, SGD with momentum, no framework. What a step costs with no Python in
+    the way but the NumPy calls themselves: the floor of a replayed step."""
+
+    def __init__(self, model: nn.Module, lr: float = 0.05, momentum: float = 0.9) -> None:
+        self.params = [p.numpy().copy() for p in model.parameters()]  # w1, b1, w2, b2
+        self.buffers = [np.zeros_like(p) for p in self.params]
+        self.scratch = [np.zeros_like(p) for p in self.params]
+        self.lr, self.momentum, self.rows, self.first = lr, momentum, np.arange(BATCH), True
+
+    def __call__(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        w1, b1, w2, b2 = self.params
+        z1 = np.matmul(x, w1.T)
+        z1 += b1
+        a1 = np.maximum(z1, 0)
+        logits = np.matmul(a1, w2.T)
+        logits += b2
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        p = np.exp(shifted)
+        total = p.sum(axis=1)
+        log_total = np.log(total)
+        p /= total[:, None]
+        loss = np.asarray((log_total - shifted[self.rows, y]).sum(dtype=np.float32) / len(y), dtype=np.float32)
+        scale = np.float32(1.0 / len(y))
+        g = p * scale
+        g[self.rows, y] -= scale
+        grads = [None, None, np.matmul(g.T, a1), g.sum(axis=0)]
+        d1 = np.matmul(g, w2)
+        d1 = d1 * (a1 > 0)
+        grads[0], grads[1] = np.matmul(d1.T, x), d1.sum(axis=0)
+        for param, grad, buffer, product in zip(self.params, grads, self.buffers, self.scratch):
+            if self.first:
+                np.copyto(buffer, grad)
+            else:
+                np.multiply(buffer, self.momentum, out=buffer)
+                np.add(buffer, grad, out=buffer)
+            np.multiply(buffer, -self.lr, out=product)
+            np.add(param, product, out=param)
+        self.first = False
+        return loss
 
 
 def torch_step(torch: Any, workload: str) -> Callable[[Any, Any], Any]:
@@ -112,6 +156,9 @@ def main() -> None:
         first_call_ms = (time.perf_counter() - started) * 1e3
         steps: dict[str, Callable] = {"eager": lambda x, y, s=eager: s(x, y), "traced": traced}
         inputs: dict[str, list] = {"eager": data, "traced": data}
+        if workload == "MLP":
+            steps["numpy"] = NumpyStep(engine_model(workload))
+            inputs["numpy"] = raw
         if torch is not None:
             steps["torch"] = torch_step(torch, workload)
             inputs["torch"] = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in raw]
@@ -129,7 +176,8 @@ def main() -> None:
         line = "  ".join(f"{name} {value:.3f} ms" for name, value in ms.items())
         print(f"{workload}: {line}")
         print(f"  traced/eager {ms['traced'] / ms['eager']:.2f}x" +
-              (f"  traced/torch {ms['traced'] / ms['torch']:.2f}x" if "torch" in ms else ""))
+              (f"  traced/torch {ms['traced'] / ms['torch']:.2f}x" if "torch" in ms else "") +
+              (f"  numpy/eager {ms['numpy'] / ms['eager']:.2f}x (the floor)" if "numpy" in ms else ""))
         eager_peak = peak_bytes_per_step(eager, data[:5])
         traced_peak = peak_bytes_per_step(traced, data[:5])
         print(f"  peak bytes per step (engine allocator): eager {eager_peak}  traced {traced_peak}  "

@@ -5,7 +5,9 @@ Values are named by strings: graph inputs by their argument name (``x``), captur
 (parameters) or ``c:<n>`` (other tensors the function read), node results by the node id (``n12``; a node with
 several results names them ``n12``, ``n12.1`` …). ``Node.run(*arrays)`` returns one array (or a tuple for several
 outputs, or None for a pure effect such as the optimizer update). ``Node.ctx`` names the forward node whose op
-instance a backward node reads its saved state from (an ordering dependency that passes keep).
+instance a backward node reads its saved state from (an ordering dependency that passes keep). A module call is two
+``module`` nodes: ``ModuleBegin[<path>]`` (no inputs, no instance) where the call begins and ``Module[<path>]``
+(reading its tensor arguments and output; ``instance`` is the module) where it ends.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ class Node:
     fused_ops: list[str] = field(default_factory=list)
     category: str = "activation"
     release_state: bool = False  # memory planning: the op instance's saved arrays are dead after this node
+    kept: tuple[str, ...] = ()  # the op instance's attributes before its first forward (from its constructor)
 
     @property
     def effect(self) -> bool:

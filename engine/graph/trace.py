@@ -54,6 +54,10 @@ class _Observer(_hooks.Recorder):
     def op(self, op: str, module: str, inputs: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
         pass
 
+    def module_begin(self, event: Any) -> None:
+        if active is not None:
+            active.record_module_begin(event.path, event.module_type)
+
     def module_end(self, event: Any) -> None:
         pass
 
@@ -71,6 +75,7 @@ class Tracer:
         self.counter = 0
         self.param_names: dict[int, str] = {}
         self.array_ids: dict[int, str] = {}  # id(array) -> value id, for arrays ops keep as attributes
+        self.constructed: dict[int, tuple[str, ...]] = {}  # id(op instance) -> its attributes before forward ran
 
     # --- values -----------------------------------------------------------------------------------------
     def new_id(self) -> str:
@@ -114,6 +119,7 @@ class Tracer:
     def attrs_of(self, op: Any) -> tuple:
         """(hashable static attributes, [(attribute, value id)] for array attributes that are graph values)."""
         items, bindings = [], []
+        self.constructed[id(op)] = tuple(vars(op))
         for key, value in vars(op).items():
             vid = self.array_ids.get(id(value))
             if vid is not None:
@@ -143,7 +149,7 @@ class Tracer:
         node = Node(nid, name, "forward", run, in_ids, [nid], [result.shape], [str(result.dtype)],
                     _hooks.module_stack[-1], _hooks.phase if _hooks.phase != "backward" else "forward", instance=op,
                     attrs=(name,) + attrs, deterministic=name not in RANDOM_OPS,
-                    ufunc=ufunc)
+                    ufunc=ufunc, kept=self.constructed.get(id(op), ()))
         self.nodes.append(node)
         self.ids[id(result)] = nid
         self.array_ids[id(result._data)] = nid
@@ -162,9 +168,13 @@ class Tracer:
         self.keep.append(result)
         self.graph_values.add(id(result))
 
+    def record_module_begin(self, path: str, kind: str) -> None:
+        """Where a module call begins: on replay this node emits module_begin (the call's end is ``record_module``)."""
+        self._emit(f"ModuleBegin[{path or kind}]", "module", _module_begin_run(path, kind), [], [], "forward", path)
+
     def record_module(self, module: Any, args: tuple, out: Any) -> None:
-        """A module call: on replay it emits module_begin/module_end and calls the module's forward hooks (those
-        registered then) with the replayed arguments and output."""
+        """A module call's end: on replay it emits module_end and calls the module's forward hooks (those registered
+        then) with the replayed arguments and output."""
         tensor_args = [self.ids.get(id(a)) if isinstance(a, Tensor) else None for a in args]
         out_id = self.ids.get(id(out)) if isinstance(out, Tensor) else None
         inputs = [v for v in tensor_args if v is not None] + ([out_id] if out_id is not None else [])
@@ -207,7 +217,7 @@ class Tracer:
                 node = Node(nid, cls.__name__ + "Backward", "backward", fn.backward, [g], outs,
                             [getattr(a, "shape", ()) for a in in_grads],
                             [str(getattr(a, "dtype", "")) for a in in_grads], fn.module, "backward", ctx=ctx,
-                            instance=fn, category="temporary")
+                            instance=fn, category="temporary", kept=self.constructed.get(id(fn), ()))
                 self.nodes.append(node)
                 for parent, parent_grad, needed, vid in zip(fn.parents, in_grads, fn.needs_input_grad, outs):
                     if parent_grad is None or not needed:
@@ -269,6 +279,7 @@ class Tracer:
         self.ids.clear()
         self.array_ids.clear()
         self.graph_values.clear()
+        self.constructed.clear()
 
     def graph(self, inputs: list[str], outputs: list[str], meta: dict) -> Graph:
         return Graph(self.function, "", self.nodes, inputs, dict(self.captured), outputs, meta, dict(self.constants))
@@ -288,10 +299,6 @@ def _module_run(module: Any, tensor_args: list[str | None], args: tuple, has_out
     args = tuple(None if isinstance(a, Tensor) else a for a in args)  # the trace's tensors are not kept
 
     def run(*arrays: Any) -> None:
-        if not (module._forward_hooks or _hooks.module_begin or _hooks.module_end):
-            return
-        if _hooks.module_begin:
-            _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(module._path, kind, _hooks._step, time.perf_counter_ns()))
         if _hooks.module_end:
             _hooks.emit(_hooks.module_end, _hooks.ModuleEvent(module._path, kind, _hooks._step, time.perf_counter_ns()))
         if module._forward_hooks:
@@ -300,6 +307,13 @@ def _module_run(module: Any, tensor_args: list[str | None], args: tuple, has_out
                               for vid, a in zip(tensor_args, args))
             output = Tensor._wrap_array(next(values), "activation", "graph") if has_out else static_out
             module._apply_forward_hooks(call_args, output)
+    return run
+
+
+def _module_begin_run(path: str, kind: str) -> Any:
+    def run() -> None:
+        if _hooks.module_begin:
+            _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(path, kind, _hooks._step, time.perf_counter_ns()))
     return run
 
 
@@ -355,6 +369,7 @@ def _optimizer_run(optimizer: Any) -> Any:
         else:
             optimizer._update()
         _hooks.mark_step_end()
+    run.optimizer = optimizer  # type: ignore[attr-defined]  # (replay kernels specialise the update)
     return run
 
 

@@ -46,7 +46,7 @@ class TracedFunction:
         self._seen: list[dict[str, Any]] = []
         positional = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in self._signature.parameters.values())
         self._fast = tuple(self._signature.parameters) if positional else None
-        self._fast_keys: dict[Any, Any] = {}
+        self._fast_keys: dict[Any, _Entry] = {}  # the signature of a positional call, found quickly -> its entry
         self.trace_ms: list[float] = []
         functools.update_wrapper(self, fn)
 
@@ -61,12 +61,12 @@ class TracedFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs and self._fast is not None and len(args) == len(self._fast):
             try:
-                key = tuple(_fast_part(a) for a in args)  # positional call: the signature without inspect
+                key = tuple([_fast_part(a) for a in args])  # positional call: the signature without inspect
             except TypeError:  # an unhashable static argument: the full path below
                 key = None
-            entry = self._cache.get(self._fast_keys.get(key)) if key is not None else None
+            entry = self._fast_keys.get(key) if key is not None else None
             if entry is not None:
-                outs = _replay.run(entry.graph, [a._data for a in args if isinstance(a, Tensor)])
+                outs = _replay.run_tensors(entry.graph, [a._data for a in args if isinstance(a, Tensor)])
                 return _rebuild(entry.structure, outs)
         bound = self._signature.bind(*args, **kwargs)
         key_parts, tensors, names, described = [], [], [], []
@@ -94,11 +94,11 @@ class TracedFunction:
             result = self._trace(key, bound, tensors, names, "; ".join(described))
             if not kwargs and len(args) == len(bound.arguments) and self._fast is not None:
                 try:
-                    self._fast_keys[tuple(_fast_part(a) for a in args)] = key
+                    self._fast_keys[tuple([_fast_part(a) for a in args])] = self._cache[key]
                 except TypeError:
                     pass
             return result
-        outs = _replay.run(entry.graph, [t._data for t in tensors])
+        outs = _replay.run_tensors(entry.graph, [t._data for t in tensors])
         return _rebuild(entry.structure, outs)
 
     def _trace(self, key: Any, bound: Any, tensors: list[Tensor], names: list[str], described: str) -> Any:
@@ -148,6 +148,8 @@ class TracedFunction:
 def _fast_part(value: Any) -> Any:
     if isinstance(value, Tensor):
         data = value._data
+        if type(data) is np.ndarray:
+            return (data.shape, data.dtype)
         return (data.shape, data.dtype, type(data), getattr(getattr(data, "device", None), "id", None))
     hash(value)
     return (type(value), value)
@@ -173,15 +175,15 @@ def _flatten(result: Any, tracer: _trace.Tracer) -> tuple[Any, list[str]]:
     return walk(result), outputs
 
 
-def _rebuild(structure: Any, arrays: list[Any]) -> Any:
+def _rebuild(structure: Any, tensors: list[Tensor]) -> Any:
     kind, payload = structure
     if kind == "value":
-        return Tensor._wrap_array(arrays[payload], "activation", "graph")
+        return tensors[payload]
     if kind in ("same", "python"):
         return payload
     if kind is dict:
-        return {k: _rebuild(v, arrays) for k, v in payload.items()}
-    return kind(_rebuild(v, arrays) for v in payload)
+        return {k: _rebuild(v, tensors) for k, v in payload.items()}
+    return kind(_rebuild(v, tensors) for v in payload)
 
 
 def function(fn: Callable | None = None, *, passes: Iterable[str] | None = None, logdir: Any = None) -> Any:

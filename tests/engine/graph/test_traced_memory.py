@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+import pytest
 
 from engine import hooks, memory
 from tests.engine.graph.digits_step import batches, make
@@ -53,9 +54,10 @@ def test_a_replayed_step_frees_its_activations_and_temporaries():
     finally:
         hooks.remove_recorder(recorder)
     left = sorted(recorder.live.values())
-    # what outlives the step: the four new .grad buffers (the old ones were freed) and the returned loss
+    # what outlives the step: the four new .grad buffers (the old ones were freed) and the returned loss (registered
+    # once, by its op's name, as eager's loss)
     assert left.count(("gradient", "grad")) == 4
-    assert [entry for entry in left if entry[0] not in ("gradient",)] == [("activation", "graph")]
+    assert [entry for entry in left if entry[0] not in ("gradient",)] == [("activation", "CrossEntropy")]
     assert loss.shape == ()
 
 
@@ -101,3 +103,21 @@ def test_a_forward_hook_sees_the_relu_input_the_in_place_relu_would_overwrite():
         eager_step(x, y)
     traced(*data[2])  # in place again once the hook is gone; the same bits as eager
     assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(model.parameters(), eager_model.parameters()))
+
+
+def test_a_replay_that_raises_releases_what_it_registered():
+    model, _, step = make("mlp")
+    traced = engine.function(step)
+    data = list(batches(2))
+    traced(*data[0])
+    x, y = data[1]
+    bad = engine.tensor(np.where(np.arange(len(y)) == 3, 10, y.numpy()))  # class 10 of 10: refused after the forward
+    gc.collect()
+    before = memory.allocated_bytes()
+    grads = sum(p.grad.numpy().nbytes for p in model.parameters())
+    with pytest.raises(IndexError, match="target labels"):
+        traced(x, bad)
+    gc.collect()
+    # as eager: zero_grad dropped the gradients before the loss refused the labels; nothing of the forward is left
+    assert memory.allocated_bytes() == before - grads and hooks.current_phase() == "forward"
+    traced(x, y)  # and the next replay runs

@@ -68,4 +68,4 @@ def test_graph_records_phases_modules_and_backward_links():
     linear = [n for n in graph.nodes if n.op == "Linear"]
     assert [n.module for n in linear] == ["0", "2"]
     assert all(n.ctx in {m.id for m in graph.nodes} for n in graph.nodes if n.kind == "backward")
-    assert graph.nodes[1].shapes == [(32, 128)] and graph.nodes[1].dtypes == ["float32"]
+    assert linear[0].shapes == [(32, 128)] and linear[0].dtypes == ["float32"]
