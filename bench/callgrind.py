@@ -7,6 +7,7 @@ one step, start-up excluded. One BLAS thread and ``PYTHONHASHSEED=0`` keep the c
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -34,3 +35,34 @@ def instructions(script: str, arguments: list[str], label: str, cwd: str | None 
 def per_step(count: Callable[[int], int], short: int, long: int) -> float:
     """Instructions of one step from ``count(steps)``, the total of a run of that many steps."""
     return (count(long) - count(short)) / (long - short)
+
+
+def main(script: str, doc: str, variants: tuple[str, ...], inner: Callable[[str, int, int], None],
+         default_variants: str | None = None, warmup: int = 30) -> int:
+    """The command line of a script whose variants run ``inner(variant, steps, warmup)`` in a checkout (``--root``):
+    a table of instructions per step, and each variant against the first."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(script))))
+    parser.add_argument("--variants", default=default_variants or ",".join(variants))
+    parser.add_argument("--short", type=int, default=10)
+    parser.add_argument("--long", type=int, default=110)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--inner", help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.inner:
+        inner(args.inner, args.steps, args.warmup)
+        return 0
+
+    def count(variant: str, steps: int) -> int:
+        arguments = ["--inner", variant, "--steps", str(steps), "--warmup", str(args.warmup)]
+        return instructions(script, arguments, repr(variant), cwd=args.root)
+
+    print(f"# instructions per digits-MLP step (callgrind; {args.root}; steps {args.long} - {args.short})")
+    print(f"{'variant':<16} {'instr/step':>12} {'vs first':>10} {'ratio':>7}")
+    base = None
+    for variant in args.variants.split(","):
+        step = per_step(lambda steps: count(variant, steps), args.short, args.long)
+        base = step if base is None else base
+        print(f"{variant:<16} {step:>12,.0f} {step - base:>+10,.0f} {step / base:>7.3f}", flush=True)
+    return 0

@@ -12,7 +12,6 @@ observed path). ``--root`` runs another checkout's code with this driver (its be
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import sys
@@ -50,34 +49,5 @@ def inner(variant: str, steps: int, warmup: int) -> None:
     os._exit(0)
 
 
-def instructions(root: str, variant: str, steps: int, warmup: int) -> int:
-    arguments = ["--inner", variant, "--steps", str(steps), "--warmup", str(warmup)]
-    return callgrind.instructions(__file__, arguments, repr(variant), cwd=root)
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    parser.add_argument("--variants", default="eager,traced,numpy")
-    parser.add_argument("--short", type=int, default=10)
-    parser.add_argument("--long", type=int, default=110)
-    parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--inner", help=argparse.SUPPRESS)
-    parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.inner:
-        inner(args.inner, args.steps, args.warmup)
-        return 0
-    print(f"# instructions per digits-MLP step (callgrind; {args.root}; steps {args.long} - {args.short})")
-    print(f"{'variant':<16} {'instr/step':>12} {'vs first':>7}")
-    base = None
-    for variant in args.variants.split(","):
-        per_step = callgrind.per_step(lambda steps: instructions(args.root, variant, steps, args.warmup),
-                                      args.short, args.long)
-        base = per_step if base is None else base
-        print(f"{variant:<16} {per_step:>12,.0f} {per_step / base:>7.3f}", flush=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(callgrind.main(__file__, __doc__, VARIANTS, inner, default_variants="eager,traced,numpy", warmup=20))
