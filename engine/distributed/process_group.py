@@ -28,8 +28,14 @@ class _Group:
 group: _Group | None = None
 
 
+YIELD_WHEN_IDLE_ENV = "OMPI_MCA_mpi_yield_when_idle"
+
+
 def import_mpi() -> Any:
     """mpi4py's MPI module (initialises MPI with MPI_THREAD_MULTIPLE), or an ImportError saying how to install it."""
+    # NOTE: DDP's communication thread waits inside MPI while backward runs on the same cores; Open MPI's waits spin
+    # unless told to yield (read at MPI_Init, i.e. the import below), and a spinning wait takes the core from backward
+    os.environ.setdefault(YIELD_WHEN_IDLE_ENV, "1")
     try:
         from mpi4py import MPI
     except ImportError as error:
