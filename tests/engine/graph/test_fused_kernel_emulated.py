@@ -102,3 +102,18 @@ def test_fused_nodes_of_a_traced_mlp_step_give_the_same_bits_on_the_emulated_dev
     assert step.trace_count == 1 and {ops for _, _, ops in checked} == RESIDUAL_CHAINS, checked
     assert len(checked) >= 6 and all(fallback is None and same for fallback, same, _ in checked), checked
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_layouts_of_views_broadcasts_and_mismatches():
+    """How the kernel reads each input (element strides over the output's shape), checked on NumPy views."""
+    from engine.backend.cuda.fused_source import layout
+
+    f32, base = np.dtype(np.float32), np.zeros((20, 37), np.float32)
+    assert layout(base.T.copy(), SHAPE, f32) == "c" and layout(np.float32(1), SHAPE, f32) == "s"
+    assert layout(base.T, SHAPE, f32) == (1, 37)  # a transposed view
+    assert layout(base.T[::-1], SHAPE, f32) == (-1, 37)  # reversed rows: the first element's address is the origin
+    assert layout(np.zeros(20, np.float32), SHAPE, f32) == (0, 1) and layout(np.zeros((37, 1), np.float32), SHAPE,
+                                                                             f32) == (1, 0)
+    assert layout(np.zeros(37, np.float32), SHAPE, f32) is None  # does not broadcast: the ufunc chain says so
+    assert layout(np.zeros(SHAPE), SHAPE, f32) is None  # float64 into a float32 chain
+    assert layout(np.zeros((2,) + SHAPE, np.float32), SHAPE, f32) is None
