@@ -6,13 +6,25 @@ import numpy as np
 import pytest
 
 import engine
-from fusion_cases import CHAINS, DTYPES, RESIDUAL_CHAINS, chain_matches_host, residual_training
+from fusion_cases import (CHAINS, DTYPES, RESIDUAL_CHAINS, SHAPE, chain_matches_host, fused_node, residual_training,
+                          same_bits, values)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("chain", list(CHAINS))
 def test_generated_kernel_gives_the_host_bits(cp, chain, dtype):
     chain_matches_host(cp, chain, dtype)
+
+
+def test_strided_views_are_read_through_their_strides(cp):
+    """A transposed and a row-reversed view (which the emulator cannot pass) read in place by the generated kernel."""
+    node = fused_node(*CHAINS["add_neg_mul_sub"][:2], np.float32)
+    rng = np.random.default_rng(7)
+    x, y, z = values(rng, SHAPE, np.float32), values(rng, SHAPE[::-1], np.float32), values(rng, SHAPE, np.float32)
+    with np.errstate(all="ignore"):
+        expected = node.run(x, y.T, z[::-1])
+    result = node.run(cp.asarray(x), cp.asarray(y).T, cp.asarray(z)[::-1])
+    assert node.run.kernel.launches == 1 and same_bits(cp.asnumpy(result), expected)
 
 
 def test_traced_step_on_the_device_launches_every_fused_kernel_and_follows_the_cpu(cp):
