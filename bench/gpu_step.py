@@ -2,7 +2,8 @@
 
 1. A training step (forward, cross-entropy, backward, Adam) of the engine on CUDA vs torch CUDA eager: an MLP
    784-1024-1024-10 at batch 512 and a CNN on 32x32x3 inputs at batch 256 (target: engine / torch <= 1.5).
-2. Each fused kernel of engine/backend/cuda/kernels.py vs the unfused composition of CuPy calls it replaces, timed
+2. Each fused kernel of engine/backend/cuda/kernels.py vs the unfused composition of CuPy calls it replaces, and the
+   generated kernel of a traced graph's fused elementwise chain vs its ufunc chain (one CuPy launch per op), timed
    with CUDA events by ``cupyx.profiler.benchmark`` (target: unfused / fused >= 2).
 
 ``python bench/gpu_step.py [--json FILE] [--repeats N]``. Nothing is downloaded: inputs are random.
@@ -139,7 +140,9 @@ def fused_cases(cp: Any, kernels: Any) -> dict[str, tuple[Callable[[], Any], Cal
         return out
 
     activations = cp.maximum(x, 0)
+    chain_in = [rng.standard_normal((512, 1024), dtype=f32) for _ in range(3)]
     return {
+        "graph chain Add+Neg+Mul+Sub": (graph_fused_chain(chain_in), lambda: ufunc_chain(cp, *chain_in)),
         "softmax_xent_forward": (lambda: kernels.softmax_cross_entropy_forward(logits, labels, -100), xent_unfused),
         "softmax_xent_backward": (lambda: kernels.softmax_cross_entropy_backward(probs, labels, row_scale, -100),
                                   xent_backward_unfused),
@@ -162,6 +165,26 @@ def fused_cases(cp: Any, kernels: Any) -> dict[str, tuple[Callable[[], Any], Cal
         "dead_unit_counts": (lambda: kernels.dead_unit_counts(activations),
                              lambda: cp.count_nonzero(~(activations > 0), axis=0)),
     }
+
+
+def graph_fused_chain(arrays: list[Any]) -> Callable[[], Any]:
+    """The fused node engine.function makes of -(a + b) * c - a (no gradients: Mul fuses), called on ``arrays``."""
+    import engine
+
+    traced = engine.function(lambda a, b, c: -(a + b) * c - a)
+    traced(*[engine.tensor(a) for a in arrays])
+    node = next(n for n in traced.graphs()[0][1].nodes if n.kind == "fused")
+    assert node.fused_ops == ["Add", "Neg", "Mul", "Sub"], node.op
+    return lambda: node.run(*arrays)
+
+
+def ufunc_chain(cp: Any, a: Any, b: Any, c: Any) -> Any:
+    """What a fused node ran on the GPU before its generated kernel: the ufuncs one by one into one buffer."""
+    out = cp.empty_like(a)
+    cp.add(a, b, out=out)
+    cp.negative(out, out=out)
+    cp.multiply(out, c, out=out)
+    return cp.subtract(out, a, out=out)
 
 
 def fused_rows(repeats: int) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""``python -m engine.cuda --check``: compile every kernel source with NVRTC for each architecture, no GPU needed.
+"""``python -m engine.cuda --check``: compile every kernel source, and sample fused elementwise chains as the graph's
+fusion generates them (``fused_source.SAMPLES``), with NVRTC for each architecture, no GPU needed.
 
 NVRTC is loaded with ctypes from the ``nvidia-cuda-nvrtc`` wheel (``pip install 'flowscope[cuda]'``, also in the
 test extra), else from the system CUDA toolkit. Compiling to a cubin for a real architecture runs the whole compiler
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from engine.backend.cuda.fused_source import sample_sources
 from engine.backend.cuda.sources import CHECK_ARCHITECTURES, CUPY_ADDED_OPTIONS, OPTIONS, SOURCES, read_source
 
 _WHEEL_LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.12")
@@ -92,9 +94,9 @@ class Nvrtc:
 
 def check(extra_sources: Sequence[Path] = (), architectures: Sequence[str] = CHECK_ARCHITECTURES,
           nvrtc: Nvrtc | None = None) -> list[CompileResult]:
-    """Compile the engine's kernel sources and ``extra_sources`` for every architecture."""
+    """Compile the engine's kernel sources, the sample fused chains and ``extra_sources`` for every architecture."""
     nvrtc = nvrtc or Nvrtc()
-    sources = [(name, read_source(name)) for name in SOURCES]
+    sources = [(name, read_source(name)) for name in SOURCES] + sample_sources()
     sources += [(Path(path).stem, Path(path).read_text(encoding="utf-8")) for path in extra_sources]
     return [nvrtc.compile(name, text, arch) for name, text in sources for arch in architectures]
 

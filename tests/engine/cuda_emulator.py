@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.util
 import os
 import re
 import subprocess
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -169,3 +171,20 @@ class RawModule:
         if name not in self.kernels:
             raise AttributeError(f"no kernel {name} in the module")
         return _Kernel(self.lib, name, self.kernels[name])
+
+
+def load_kernels() -> types.ModuleType:
+    """engine/backend/cuda/kernels.py loaded with this emulator as its ``cupy`` (a module of its own)."""
+    from engine.backend import cuda_backend
+    from engine.backend.cuda import sources
+
+    saved = cuda_backend.cupy
+    cuda_backend.cupy = sys.modules[__name__]
+    try:
+        path = sources.KERNEL_DIR.parent / "kernels.py"
+        spec = importlib.util.spec_from_file_location("engine.backend.cuda.kernels", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        cuda_backend.cupy = saved
+    return module

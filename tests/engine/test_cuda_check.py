@@ -1,10 +1,12 @@
-"""``python -m engine.cuda --check`` compiles every kernel source with NVRTC for sm_80 and sm_90, without a GPU."""
+"""``python -m engine.cuda --check`` compiles every kernel source and the sample fused elementwise chains with NVRTC for
+sm_80 and sm_90, without a GPU."""
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
 
+from engine.backend.cuda.fused_source import SAMPLES
 from engine.backend.cuda.sources import CHECK_ARCHITECTURES, SOURCES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +20,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 def test_every_kernel_source_compiles_for_each_architecture():
     done = _run()
     assert done.returncode == 0, done.stdout + done.stderr
-    expected = [f"{name} {arch} ok" for name in SOURCES for arch in CHECK_ARCHITECTURES]
+    expected = [f"{name} {arch} ok" for name in (*SOURCES, *SAMPLES) for arch in CHECK_ARCHITECTURES]
     assert done.stdout.splitlines() == expected
     assert CHECK_ARCHITECTURES == ("sm_80", "sm_90")
     assert all((ROOT / "engine/backend/cuda/kernels" / f"{name}.cu").is_file() for name in SOURCES)

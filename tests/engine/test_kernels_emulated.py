@@ -3,7 +3,6 @@
 are checked here without a device."""
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 
@@ -12,7 +11,6 @@ import pytest
 
 import cuda_emulator
 from engine.backend import cuda_backend
-from engine.backend.cuda import sources
 from tests.gpu.kernel_cases import CASES, DTYPES
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the kernel emulator compiles with g++")
@@ -21,16 +19,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the kernel 
 @pytest.fixture(scope="module")
 def emulated_kernels():
     """engine/backend/cuda/kernels.py loaded with the emulator as its ``cupy``."""
-    saved = cuda_backend.cupy
-    cuda_backend.cupy = cuda_emulator
-    try:
-        path = sources.KERNEL_DIR.parent / "kernels.py"
-        spec = importlib.util.spec_from_file_location("engine.backend.cuda.kernels", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        cuda_backend.cupy = saved
-    return module
+    return cuda_emulator.load_kernels()
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

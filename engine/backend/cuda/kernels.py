@@ -44,6 +44,15 @@ def module(source: str) -> Any:
     return found
 
 
+def code_module(code: str) -> Any:
+    """The compiled ``cupy.RawModule`` of generated CUDA C (the fused elementwise chains), cached by the text."""
+    key = (code, OPTIONS, cp.cuda.Device().id)
+    found = _modules.get(key)
+    if found is None:
+        found = _modules[key] = cp.RawModule(code=code, options=OPTIONS)
+    return found
+
+
 def _kernel(name: str, dtype: np.dtype) -> Any:
     key = (name, np.dtype(dtype), cp.cuda.Device().id)
     found = _functions.get(key)

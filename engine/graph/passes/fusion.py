@@ -1,8 +1,9 @@
 """Elementwise fusion: a chain of elementwise nodes (each feeding only the next, all of one shape and dtype) becomes
-one node that allocates its output once and evaluates every step into it with ``out=`` (NumPy ufuncs, so the bits
-are those of the unfused ops). Members whose backward reads arrays saved by forward (Mul, Div with a gradient) are
-not fused; Add/Sub/Neg keep their (static) saved shapes. ``cuda_source`` gives the CUDA C of a chain for a CuPy
-``ElementwiseKernel``."""
+one node. On host arrays it allocates its output once and evaluates every step into it with ``out=`` (NumPy ufuncs,
+so the bits are those of the unfused ops). On device arrays it runs as one generated CUDA C kernel
+(engine/backend/cuda/fused.py) where the generator covers the chain and its inputs, else as the same ufunc chain on
+CuPy arrays. Members whose backward reads arrays saved by forward (Mul, Div with a gradient) are not fused; Add/Sub/Neg
+keep their (static) saved shapes. Inputs other than the previous result may broadcast (a bias, a scalar)."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,10 +11,6 @@ from typing import Any
 import numpy as np
 
 from engine.graph.ir import Graph, Node, record_pass
-
-_C_OPS = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})", "true_divide": "({0} / {1})",
-          "negative": "(-{0})"}
-
 
 def _fusible(node: Node, read_by_backward: set[str]) -> bool:
     if node.ufunc is None or node.kind not in ("forward", "accumulate") or len(node.outputs) != 1:
@@ -77,23 +74,25 @@ def _fused_run(steps: list[tuple[Any, list[int]]], shape: tuple[int, ...], dtype
     dtype = np.dtype(dtype)
 
     def run(*arrays: Any) -> Any:
-        out = np.empty(shape, dtype) if type(arrays[0]) is np.ndarray else _device_empty(arrays[0], shape, dtype)
+        if type(arrays[0]) is np.ndarray:
+            out = np.empty(shape, dtype)
+            for ufunc, sources in steps:
+                ufunc(*[out if s < 0 else arrays[s] for s in sources], out=out)
+            return out
+        from engine.backend import get_array_module
+        xp = get_array_module(*arrays)
+        if xp is np:  # a NumPy scalar first
+            return _chain(np.empty(shape, dtype), arrays)
+        if run.kernel is None:
+            from engine.backend.cuda.fused import FusedKernel
+            run.kernel = FusedKernel(steps, shape, dtype)
+        out = run.kernel(arrays)
+        # not covered by the generated kernel (run.kernel.fallback says why): the ufunc chain, one launch per op
+        return out if out is not None else _chain(xp.empty(shape, dtype), arrays)
+
+    def _chain(out: Any, arrays: tuple[Any, ...]) -> Any:
         for ufunc, sources in steps:
             ufunc(*[out if s < 0 else arrays[s] for s in sources], out=out)
         return out
+    run.kernel = None  # type: ignore[attr-defined]  # the device kernel, made on the first device call
     return run
-
-
-def _device_empty(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
-    from engine.backend import get_array_module
-    return get_array_module(like).empty(shape, dtype)
-
-
-def cuda_source(steps: list[tuple[Any, list[int]]], n_inputs: int) -> tuple[str, str, str]:
-    """(in_params, out_params, operation) of a CuPy ElementwiseKernel computing the fused chain in one launch."""
-    expr = ""
-    for ufunc, sources in steps:
-        args = [expr if s < 0 else f"x{s}" for s in sources]
-        expr = _C_OPS[ufunc.__name__].format(*args)
-    in_params = ", ".join(f"T x{i}" for i in range(n_inputs))
-    return in_params, "T y", f"y = {expr}"

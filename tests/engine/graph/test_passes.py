@@ -13,7 +13,6 @@ from engine.graph import replay
 from engine.graph.ir import Graph, Node
 from engine.graph.passes import (common_subexpressions, constant_folding, dead_code, elementwise_fusion,
                                  inplace_updates, memory_planning, optimise)
-from engine.graph.passes.fusion import cuda_source
 from engine.graph.trace import UFUNCS
 
 S = (4, 3)
@@ -163,23 +162,21 @@ def test_passes_can_be_switched_off_by_name():
     assert ids(optimise(g.copy(), ["dead_code"])) == ["n2"]
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-def test_fused_chain_cuda_source_compiles(tmp_path):
-    g = graph([node("n1", "Add", ["x", "y"]), node("n2", "Neg", ["n1"]), node("n3", "Mul", ["n2", "z"]),
+def test_fused_chain_kernel_compiles_with_nvrtc():
+    """The generated kernel of a chain the pass made (contiguous, broadcast and scalar inputs) compiles with NVRTC."""
+    from engine.backend.cuda import fused_source
+    from engine.cuda.check import Nvrtc
+
+    g = graph([node("n1", "Add", ["x", "y"]), node("n2", "Neg", ["n1"]), node("n3", "Div", ["n2", "z"]),
                node("n4", "Accumulate", ["n3", "x"], kind="accumulate")], ["n4"])
     fused = elementwise_fusion(g).nodes[0]
-    in_params, out_params, operation = cuda_source(fused.steps, len(fused.inputs))
-    assert in_params == "T x0, T x1, T x2" and operation == "y = (((-(x0 + x1)) * x2) + x0)"
-    # what cupy.ElementwiseKernel(in_params, out_params, operation) generates, written out for nvcc
-    args = in_params.replace("T ", "const float* ") + ", float* y_"
-    body = operation.replace("y =", "y_[i] =")
-    for i in range(len(fused.inputs)):
-        body = body.replace(f"x{i}", f"x{i}[i]")
-    source = tmp_path / "fused.cu"
-    source.write_text(f"extern \"C\" __global__ void fused({args}, int n) {{\n"
-                      f"  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) {{ {body}; }}\n}}\n")
-    result = subprocess.run(["nvcc", "-c", str(source), "-o", str(tmp_path / "fused.o")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    assert [u.__name__ for u, _ in fused.steps] == ["add", "negative", "divide", "add"]
+    nvrtc = Nvrtc()
+    for dtype in (np.float32, np.float64):
+        name, code = fused_source.kernel(fused.steps, dtype, ["c", (0, 1), "s"], S)
+        assert "x0[i] + x1[o1]" in code and "v = -v;" in code and "v = v / x2[0];" in code and "v = v + x0[i];" in code
+        result = nvrtc.compile(name, code, "sm_80")
+        assert result.ok, result.log
 
 
 def test_inplace_relu_writes_into_a_dead_input_only():
