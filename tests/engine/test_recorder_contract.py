@@ -4,6 +4,7 @@ a failing recorder is reported once per object and method and stops neither the 
 from __future__ import annotations
 
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -227,6 +228,22 @@ def test_failures_are_kept_by_the_object_so_a_later_one_with_the_same_id_is_repo
         def step_end(self, event):
             raise ValueError("step bug")
 
+    switch_interval_s = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)  # no other thread (a writer, an earlier test's) runs and takes the freed slot
+    try:
+        alive = _a_recorder_on_a_reported_ones_id(capsys, StepBug)
+    finally:
+        sys.setswitchinterval(switch_interval_s)
+    hooks.add_recorder(alive[-1])
+    try:
+        hooks.mark_step_end()
+    finally:
+        hooks.remove_recorder(alive[-1])
+    assert capsys.readouterr().err.count("StepBug.step_end failed") == 2  # once each, not twice for the first
+
+
+def _a_recorder_on_a_reported_ones_id(capsys, StepBug) -> list:
+    """A StepBug whose failure was reported is removed and freed; returns new ones, the last on its id."""
     for _attempt in range(20):  # another allocation may take the freed slot first: then set the scene up again
         capsys.readouterr()
         first = StepBug()
@@ -243,12 +260,7 @@ def test_failures_are_kept_by_the_object_so_a_later_one_with_the_same_id_is_repo
         if id(alive[-1]) == old_id:
             break
     assert id(alive[-1]) == old_id  # CPython reuses the freed slot (almost always at once)
-    hooks.add_recorder(alive[-1])
-    try:
-        hooks.mark_step_end()
-    finally:
-        hooks.remove_recorder(alive[-1])
-    assert capsys.readouterr().err.count("StepBug.step_end failed") == 2  # once each, not twice for the first
+    return alive
 
 
 def test_a_propagating_error_from_a_recorder_stops_the_computation() -> None:
