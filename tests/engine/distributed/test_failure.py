@@ -35,3 +35,14 @@ def test_an_exception_in_a_thread_of_a_rank_aborts_the_job_too(tmp_path):
     assert done.returncode != 0, output
     assert "[rank 1] in thread loader:" in output and "planted failure on rank 1 in a thread" in output
     assert sorted(p.name for p in tmp_path.glob("rank*.flushed")) == ["rank0.flushed", "rank1.flushed"], output
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_rank_killed_by_sigkill_ends_the_job_instead_of_hanging_the_others(tmp_path, n):
+    # a killed rank cannot tell the others: mpiexec notices its death and takes the job down (their at_abort
+    # callables do not run; what their writers flushed before stays readable)
+    done = run("fail.py", n, tmp_path, 1, "kill", check=False)  # returns before the hang guard or raises TimeoutExpired
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert "rank 1 kills itself" in output and "finished all steps" not in output
+    assert "rank 1" in done.stderr and "signal 9" in done.stderr, output
