@@ -17,7 +17,8 @@ SMOOTHING = 0.3  # weight of the newest window in the running estimates
 MIN_RUN_SHARE = 0.25  # of the measured budget, what periodic work gets even when the fixed cost takes all of it
 RISE_LIMIT = 1.5  # a window's cost above this many times the estimate counts as this much (a real rise: a few windows)
 OUTLIER = 10  # a step longer than this many times the estimate counts as this long
-GROWTH = 4  # the interval grows at most this many times per decision: each longer one is measured before the next
+GROWTH = 4  # after the first decision the interval grows at most this many times per decision: each longer one is
+# measured before the next (the first one follows the warm-up's measurements at once: settled within a few windows)
 SHRINK_MARGIN = 0.8  # a shorter interval is taken only when it keeps the cost below this share of the target
 
 
@@ -71,15 +72,18 @@ class Pacer:
     (hysteresis: it gets shorter only if the shorter one keeps the cost within ``SHRINK_MARGIN`` of the budget).
     ``every``: a fixed interval, the costs are still measured. ``measured_share``: of the budget, what the measured
     work may take (an observer that times nearly all it does leaves less headroom); ``min_run_share``: of that,
-    what the periodic work keeps when the fixed cost takes it all.
+    what the periodic work keeps when the fixed cost takes it all. ``run_weight``: what a run costs in all, as a
+    multiple of what the observer timed of it (its work makes the engine and the next steps slower too: an observer
+    that measured this passes it).
     ``min_interval``: the interval never goes below it (e.g. histograms every 100 steps at most)."""
 
     def __init__(self, observer: str, budget: float = DEFAULT_BUDGET, *, every: int | None = None,
                  min_interval: int = 1, max_interval: int = MAX_INTERVAL, warmup_steps: int = WARMUP_STEPS,
-                 measured_share: float = MEASURED_SHARE, min_run_share: float = MIN_RUN_SHARE) -> None:
+                 measured_share: float = MEASURED_SHARE, min_run_share: float = MIN_RUN_SHARE,
+                 run_weight: float = 1.0) -> None:
         self.observer = observer
         self.budget = check_budget(observer, budget)
-        self.measured_share, self.min_run_share = measured_share, min_run_share
+        self.measured_share, self.min_run_share, self.run_weight = measured_share, min_run_share, run_weight
         self.fixed = every is not None
         self.min_interval, self.max_interval = max(1, min_interval), max(1, min_interval, max_interval)
         self.interval = every if every is not None else self.min_interval
@@ -123,7 +127,8 @@ class Pacer:
         if not self.fixed and self.seen_steps >= self.warmup_steps:
             longer = self._least_interval(1.0)
             if longer > self.interval:
-                self.interval = min(longer, GROWTH * self.interval)
+                first = self.seen_steps - steps < self.warmup_steps  # the warm-up's estimates, each step measured
+                self.interval = longer if first else min(longer, GROWTH * self.interval)
             else:  # NOTE: a band, not a point: noise in the measurements does not move the interval back and forth
                 self.interval = min(self.interval, self._least_interval(SHRINK_MARGIN))
         self.last = Pace(self.observer, self.interval, spent_ns / steps / 1e6, step_ns / steps / 1e6,
@@ -135,7 +140,7 @@ class Pacer:
             return self.min_interval
         target = margin * self.budget * self.measured_share * (self.base_ns or 0.0)
         room = max(target - (self.fixed_ns or 0.0), target * self.min_run_share)
-        interval = self.max_interval if room <= 0 else math.ceil(self.run_ns / room)
+        interval = self.max_interval if room <= 0 else math.ceil(self.run_weight * self.run_ns / room)
         return min(max(interval, self.min_interval), self.max_interval)
 
 

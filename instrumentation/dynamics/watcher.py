@@ -43,6 +43,10 @@ MEASURED_SHARE = 0.6
 # What the sampled steps keep of it when the loss alone takes it all (a tiny step): the budget is what matters,
 # the interval is at most 1000 steps and a pathology seen once is confirmed at the next steps (_next_sample).
 MIN_RUN_SHARE = 0.1
+# What a sampled step costs in all, over what the handle times of it: arming puts the sampler and forward hooks in the
+# engine's paths, and the steps after a sampled one run in caches its work has cooled. Measured on the digits MLP
+# (docs/budget.md): statistics every 10 steps cost 1.7-2x the run cost the pacer was given.
+RUN_WEIGHT = 2.0
 
 
 class _Sampler:
@@ -79,10 +83,11 @@ class Watch:
                  budget: float) -> None:
         self.model, self.writer, self.histograms_every = model, writer, histograms_every
         self._pace = Pacer(tag_names.WATCH_OBSERVER, budget * (1 - HISTOGRAMS_SHARE), every=every,
-                           measured_share=MEASURED_SHARE, min_run_share=MIN_RUN_SHARE)
+                           measured_share=MEASURED_SHARE, min_run_share=MIN_RUN_SHARE, run_weight=RUN_WEIGHT)
         self._histogram_pace = None if not histograms_every else Pacer(
             tag_names.HISTOGRAMS_OBSERVER, budget * HISTOGRAMS_SHARE, every=None if every is None else histograms_every,
-            min_interval=histograms_every, measured_share=MEASURED_SHARE, min_run_share=MIN_RUN_SHARE)
+            min_interval=histograms_every, measured_share=MEASURED_SHARE, min_run_share=MIN_RUN_SHARE,
+            run_weight=RUN_WEIGHT)
         # measured since the last sampled step's end: at every step (the loss), on sampled steps, histograms
         self._fixed_ns = self._run_ns = self._histogram_ns = 0
         self._histograms_ran = False

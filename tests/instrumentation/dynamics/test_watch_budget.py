@@ -233,16 +233,14 @@ def test_the_pace_tags_are_written_and_tensorboard_reads_them(digits, tmp_path):
     assert len(grad_steps) < 400 // 2
 
 
-def test_intervals_logged_by_the_watch_settle_within_400_steps(digits, tmp_path):
-    # NOTE: issue 16 asks for 200 steps; on a quiet machine the ramp was seen to reach its interval only at ~350
-    # (1, 4, 16, 64, 121, 152, 356, 403: the smoothed cost estimates follow a window at a time), so this checks 400
-    steps = 3000
+def test_intervals_logged_by_the_watch_settle_within_200_steps(digits, tmp_path):
+    steps, settled_by = 3000, 200
     train_loop(digits, tmp_path / "run", steps, budget=BUDGET)
     intervals = sorted(read_scalars(tmp_path / "run")["perf/interval/watch"].items())
-    # each logged interval holds until the next one: weigh it by the steps it held after step 400 (at intervals of a
+    # each logged interval holds until the next one: weigh it by the steps it held after step 200 (at intervals of a
     # few hundred steps a run logs few of them, and one late change must not count as much as the whole rest)
-    held = [(k, min(nxt, steps) - max(step, 400))
-            for (step, k), (nxt, _) in zip(intervals, intervals[1:] + [(steps, None)]) if nxt > 400]
+    held = [(k, min(nxt, steps) - max(step, settled_by))
+            for (step, k), (nxt, _) in zip(intervals, intervals[1:] + [(steps, None)]) if nxt > settled_by]
     typical = float(np.median(np.repeat([k for k, _ in held], [n for _, n in held])))
     near = sum(n for k, n in held if typical / 2 <= k <= 2 * typical)
     assert near >= 0.8 * sum(n for _, n in held), intervals  # settled, but for a spike of load
