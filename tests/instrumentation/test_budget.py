@@ -122,3 +122,18 @@ def test_an_every_that_is_not_a_positive_int_is_refused(every):
     with pytest.raises(ValueError, match="every must be None"):
         check_every("MemoryTracker", every)
     assert check_every("x", None) is None and check_every("x", 4) == 4
+
+
+def test_the_first_decision_after_the_warm_up_takes_the_interval_its_estimates_give():
+    pacer = Pacer("test", 0.05)
+    intervals = simulate(pacer, 400, 300, 150, 2)
+    expected = least_interval(0.05, 300, 150, 2)
+    assert expected > 4 * 4  # more than a 4x growth from 1 in one decision
+    assert set(intervals[WARMUP_STEPS + 16:]) == {expected}
+
+
+def test_run_weight_charges_each_run_that_multiple_of_its_measured_cost():
+    pacer = Pacer("test", 0.05, run_weight=2.0)
+    intervals = simulate(pacer, 1000, 300, 150, 2)
+    assert set(intervals[200:]) == {least_interval(0.05, 300, 2 * 150, 2)}
+    assert pacer.run_ns == pytest.approx(150e3)  # the estimate stays what was measured; the weight is applied to it
