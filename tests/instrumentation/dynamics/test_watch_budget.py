@@ -193,15 +193,16 @@ def test_on_a_tiny_step_with_the_memory_tracker_the_share_stays_within_the_budge
     assert share <= BUDGET, f"watch() and its memory tracker took {share:.1%} of a tiny step"
 
 
-def test_on_a_20_ms_step_every_step_is_observed_within_the_budget(digits, tmp_path, monkeypatch):
+def test_on_a_20_ms_step_one_step_in_four_or_more_is_observed_within_the_budget(digits, tmp_path, monkeypatch):
     clock = HookClock(monkeypatch)
     handle, _ = train_loop(digits, tmp_path / "run", 210, busy_cpu_s=0.02, clock=clock, measure_from=60,
                            budget=BUDGET)
     share = clock.share()
     assert share <= BUDGET, f"watch() took {share:.1%} of a 20 ms step"
-    assert handle.every <= 3  # a step this long affords (nearly) every step's statistics
+    # a step this long affords most steps' statistics (a sample charged twice its timed cost: watcher.RUN_WEIGHT)
+    assert handle.every <= 4
     scalars = read_scalars(tmp_path / "run")
-    assert len(scalars["grad_norm/0.weight"]) >= 200 // 3
+    assert len(scalars["grad_norm/0.weight"]) >= 200 // 4
 
 
 def test_every_overrides_the_budget(digits, tmp_path):
