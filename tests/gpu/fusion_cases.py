@@ -10,6 +10,7 @@ from engine import nn
 from engine.graph.ir import Graph, Node
 from engine.graph.passes import elementwise_fusion
 from engine.graph.trace import UFUNCS
+from tests.engine.graph.digits_step import training_step
 
 DTYPES = (np.float32, np.float64)
 SHAPE = (37, 20)  # 740 elements: three blocks of 256 threads, the last one partial
@@ -90,13 +91,7 @@ def residual_training(steps: int, device: str = "cpu", double: bool = False):
     model = model.to(device)
     opt = engine.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
-    @engine.function
-    def step(x, y):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = engine.function(training_step(model, opt))
 
     rng = np.random.default_rng(0)
     dtype = np.float64 if double else np.float32

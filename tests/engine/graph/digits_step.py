@@ -18,6 +18,12 @@ def make(model_kind: str, optimizer: str = "sgd", seed: int = 0):
     else:
         opt = engine.optim.Adam(model.parameters(), lr=1e-3)
 
+    return model, opt, training_step(model, opt)
+
+
+def training_step(model, opt):
+    """One training step of ``model`` on a batch (cross-entropy), returning the loss: what the traced-mode tests
+    run eagerly or hand to ``engine.function``."""
     def step(x, y):
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
@@ -25,7 +31,7 @@ def make(model_kind: str, optimizer: str = "sgd", seed: int = 0):
         opt.step()
         return loss
 
-    return model, opt, step
+    return step
 
 
 def batches(n_steps: int, batch: int = 32, seed: int = 0):

@@ -9,6 +9,7 @@ import engine
 from engine import nn
 from engine.graph import kernels
 from engine.nn import functional as F
+from tests.engine.graph.digits_step import training_step
 
 CLASSES = 5
 
@@ -98,15 +99,7 @@ def sgd_step(**sgd_args):
     engine.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, CLASSES))
     opt = engine.optim.SGD(model.parameters(), **sgd_args)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return model, opt, step
+    return model, opt, training_step(model, opt)
 
 
 @pytest.mark.parametrize("sgd_args", [{"lr": 0.1, "momentum": 0.9}, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3},

@@ -8,9 +8,9 @@ import pytest
 
 import engine
 from engine import hooks, nn
-from engine.nn import functional as F
 from instrumentation import SummaryWriter, watch
 from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
+from tests.engine.graph.digits_step import training_step
 
 from dynamics_helpers import mlp
 from test_watch_numerics import SqrtOfRelu, batches_with_negative_inputs_at, log_model
@@ -18,13 +18,7 @@ from test_watch_numerics import SqrtOfRelu, batches_with_negative_inputs_at, log
 
 def hand_loop(mode, model, optimizer, batches, logdir, **options):
     """(error or None, alerts, losses) of a hand-written loop, the step eager or traced."""
-    def step(x, y):
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    step = training_step(model, optimizer)
     run = engine.function(step) if mode == "traced" else step
     hooks.reset_step(0)
     losses, error = [], None
