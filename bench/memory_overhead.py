@@ -1,8 +1,9 @@
 """Memory tracker and system sampler overhead on a digits MLP training step, as ratios to no instrumentation.
 
-`python bench/memory_overhead.py [--seconds 40] [--block-ms 12] [--repeats 7]`. One process, one writer.
+`python bench/memory_overhead.py [--seconds 40] [--block-ms 150] [--repeats 7] [--paired-only]`. One process, one writer.
 
-Tracker rows: short blocks of steps (about ``--block-ms``), each configuration's block next to an "off" block in
+Tracker rows: blocks of steps (about ``--block-ms``: longer than the tracker's 256-step batch on the tiny step, since
+the flush that ends a block processes a batch early), each configuration's block next to an "off" block in
 alternating order, pair after pair for about ``--seconds`` per workload; a configuration is attached for its block
 only (``MemoryTracker.resume()``/``pause()``; the empty observer is subscribed), so the machine's drift between
 pairs cancels out. Each block ends with ``writer.flush()``, which charges the writer thread's work (encoding the
@@ -74,17 +75,26 @@ class _EmptyObserver:
         pass
 
 
-class _Subscription:
-    """An observer attached only between ``resume()`` and ``pause()``, as a tracker is."""
+class _EmptyStepEnd:
+    """A recorder of step ends that does nothing: its row is the floor of any observer that looks at every step end
+    (the engine's dispatch, and this bench's attach/detach per block)."""
 
-    def __init__(self, observer: object) -> None:
-        self.observer = observer
+    def step_end(self, event: object) -> None:
+        pass
+
+
+class _Attached:
+    """An observer attached only between ``resume()`` and ``pause()``, as a tracker is: ``attach``/``detach`` are
+    ``hooks.subscribe``/``unsubscribe`` (events) or ``hooks.add_recorder``/``remove_recorder`` (a recorder)."""
+
+    def __init__(self, observer: object, attach: Callable[[object], object], detach: Callable[[object], object]) -> None:
+        self.observer, self.attach, self.detach = observer, attach, detach
 
     def resume(self) -> None:
-        hooks.subscribe(self.observer)
+        self.attach(self.observer)
 
     def pause(self) -> None:
-        hooks.unsubscribe(self.observer)
+        self.detach(self.observer)
 
     def close(self) -> None:
         self.pause()
@@ -158,10 +168,11 @@ def print_rows(results: dict[str, tuple[list[float], list[float]]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=40.0, help="time for the paired tracker rows per workload")
-    parser.add_argument("--block-ms", type=float, default=12.0, help="length of one timed block of steps")
+    parser.add_argument("--block-ms", type=float, default=150.0, help="length of one timed block of steps")
     parser.add_argument("--repeats", type=int, default=7, help="windows for the sampler and tracemalloc rows")
     parser.add_argument("--sampler-window-s", type=float, default=2.0,
                         help="timed window of the sampler rows: several sampling intervals, not a fraction of one")
+    parser.add_argument("--paired-only", action="store_true", help="skip the windowed rows (sampler, tracemalloc)")
     parser.add_argument("--workload", default="", help="run only the workloads whose name contains this text")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time (all threads) instead of elapsed time")
@@ -181,7 +192,8 @@ def main() -> None:
             step_ms = timed_block(step, 50, writer)
             block_steps = max(4, round(args.block_ms / step_ms))
             window_steps = max(block_steps, round(args.sampler_window_s * 1e3 / step_ms))
-            attached = {"empty alloc/free observer": _Subscription(_EmptyObserver()),
+            attached = {"empty step-end recorder": _Attached(_EmptyStepEnd(), hooks.add_recorder, hooks.remove_recorder),
+                        "empty alloc/free observer": _Attached(_EmptyObserver(), hooks.subscribe, hooks.unsubscribe),
                         "tracker, stacks off": MemoryTracker(writer, stacks=False),
                         "tracker, stacks off, every=1": MemoryTracker(writer, stacks=False, every=1),
                         "tracker, stacks on": MemoryTracker(writer, stacks=True)}
@@ -193,7 +205,7 @@ def main() -> None:
             paired = paired_ratios(step, writer, attached, block_steps, args.seconds)
             for config in attached.values():
                 config.close()
-            windowed = windowed_ratios(step, writer, {
+            windowed = {} if args.paired_only else windowed_ratios(step, writer, {
                 # RSS read every step: tracing starts after the host warm-up (11 reads), inside WARM_STEPS
                 "tracker + tracemalloc": lambda: MemoryTracker(writer, host_attribution=True, host_every_steps=1,
                                                                batch_steps=1),

@@ -90,11 +90,12 @@ class _DeviceState:
         self.categories: dict[str, int] = {}  # category -> bytes live now
         self.rising = False  # allocated reached step_peak and nothing was freed since: categories are the peak's
         self.peak_categories: dict[str, int] = {}  # categories at step_peak, when not rising
-        self.ended: tuple | None = None  # (step, allocated, peak, at peak, now) of the last end_step_peak(step=…)
+        self.ended: tuple | None = None  # (step, allocated, peak, at peak) of the last end_step_peak(step=…)
         self.peak_floor = 0  # at_peak recorders hear of step peaks of at least this many bytes (set_peak_floor)
 
 
-_devices: dict[str, _DeviceState] = {"cpu": _DeviceState()}
+_cpu = _DeviceState()
+_devices: dict[str, _DeviceState] = {"cpu": _cpu}
 limit_set = False  # some device has a limit: ops then call check_room before computing (set_limit keeps it)
 # id(root buffer) -> [bytes, tensor references, device state, device name, category, op, module, phase, step, shape,
 #                     dtype, site]: what register() knew; nothing after the references changes.
@@ -142,7 +143,7 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
             claimed = _claim(root, category, op)
             if claimed is not None:
                 return claimed
-    state = _devices["cpu"] if device == "cpu" else _state(device)
+    state = _cpu if device == "cpu" else _state(device)
     nbytes = root.nbytes
     allocated = state.allocated + nbytes
     if state.limit is not None and allocated > state.limit and check_limit:
@@ -362,6 +363,12 @@ def live_set() -> tuple:
     return _paused_copy(tuple, _buffers.values())
 
 
+def live_set_blocks(live: tuple, device: str) -> tuple[LiveBlock, ...]:
+    """The blocks of ``device`` in a ``live_set()`` record: each buffer as register() knew it, its tensor count as it
+    is now; the buffer ids are the record's own (a buffer freed since has no id of the allocator's any more)."""
+    return tuple(_block(id(e), e) for e in live if e[3] == device)
+
+
 def live_groups(live: tuple | None = None, sites: bool = False) -> dict[tuple, tuple[int, int]]:
     """(device, op, module, shape, dtype, category) → (live bytes, live buffers), summed over every live buffer
     (or over a ``live_set()`` record) without building a record per buffer. ``sites=True``: keys are (device,
@@ -407,21 +414,23 @@ def end_step_peak(device: str = "cpu", step: int | None = None) -> tuple[int, in
     """(allocated bytes, step peak bytes, categories at the peak, categories now) of ``device``, then
     ``reset_step_peak``: what a reader at each step boundary takes, in one call (the dicts are its own). With
     ``step`` (the step that ended), later calls for the same step get the first call's figures and reset nothing:
-    several readers of one step boundary see the same step peak."""
+    several readers of one step boundary see the same step peak (the categories now are read at each call)."""
     state = _state(device)
     ended = state.ended
     if step is None or ended is None or ended[0] != step:
         ended = _close_step(state, step)
-    return ended[1], ended[2], ended[3].copy(), ended[4].copy()
+    return ended[1], ended[2], ended[3].copy(), state.categories.copy()
 
 
 def _close_step(state: _DeviceState, step: int | None) -> tuple:
-    """End ``state``'s step peak: (step, allocated, step peak, categories at the peak, categories now), kept as
-    ``state.ended``; a new step peak starts at the bytes allocated now. NOTE: dicts assigned to peak_categories are
-    never changed in place (each reset or peak assigns a new one), so the figures can refer to them."""
-    now = state.categories.copy()
-    ended = state.ended = (step, state.allocated, state.step_peak, now if state.rising else state.peak_categories, now)
-    state.peak_categories, state.step_peak, state.rising = now, state.allocated, False
+    """End ``state``'s step peak: (step, allocated, step peak, categories at the peak), kept as ``state.ended``; a
+    new step peak starts at the bytes allocated now, rising (the categories now are its own until the next free
+    copies them: no copy per step). NOTE: dicts assigned to peak_categories are never changed in place (each peak
+    assigns a new one), so the figures can refer to them."""
+    allocated = state.allocated
+    ended = state.ended = (step, allocated, state.step_peak,
+                           state.categories.copy() if state.rising else state.peak_categories)
+    state.step_peak, state.rising = allocated, True
     return ended
 
 
@@ -445,6 +454,13 @@ def close_step_peaks(step: int) -> list[tuple[str, int, int, dict[str, int], int
     """(device, allocated bytes, step peak bytes, categories at the peak, live tensors) of every device, each
     device's step peak ended as ``end_step_peak(device, step)`` does (later calls of it for ``step`` get these
     figures). The category dicts are shared: never change them."""
+    if len(_devices) == 1:  # NOTE: the CPU alone, the usual case, written out (once per step on every tracked run)
+        state = _cpu
+        allocated = state.allocated
+        state.ended = ended = (step, allocated, state.step_peak,
+                               state.categories.copy() if state.rising else state.peak_categories)
+        state.step_peak, state.rising = allocated, True
+        return [("cpu", allocated, ended[2], ended[3], state.live_tensors)]
     return [(device, *_close_step(state, step)[1:4], state.live_tensors) for device, state in _devices.items()]
 
 

@@ -50,23 +50,27 @@ class StepLog:
     at the peak, live tensors)`` — and ends the step peak (``memory.end_step_peak(device, step)`` then returns the
     same figures; several logs get the same figures). ``take()`` hands them over as one tuple per device and step,
     ``(step, wall time s, device, allocated bytes, step peak bytes, bytes per category at the peak, live tensors)``;
-    ``take_steps()`` as one ``(step, wall time s, [figures per device])`` per step end, as they were kept (no tuple
-    built per record: the tracker's way). With ``live`` (e.g. a ``deque(maxlen=n)``) it also appends ``(step,
+    ``take_steps()`` as one ``(step, wall time s, [figures per device])`` per step end (the tracker's way; the step
+    end keeps its clock reading, the wall time is worked out at the take). With ``live`` (e.g. a ``deque(maxlen=n)``) it also appends ``(step,
     memory.live_set())`` there, the previous record again when the previous step ended just before with the same
     live buffer count and bytes on every device (nothing allocated or freed on balance). Every ``batch_steps``
     steps, or when the first step waiting is ``batch_s`` seconds old, it calls ``on_batch()``, which should take
     the figures; one that raises is reported once on stderr and the figures are kept. The category dicts are shared
-    between readers: never change them."""
+    between readers: never change them. ``spent_ns`` adds up what the step ends cost from the engine's clock reading
+    to the end of the log's work (the recorders' dispatch included, ``on_batch`` not): its owner's pacer reads it."""
 
-    __slots__ = ("entries", "live", "on_batch", "batch_steps", "batch_s", "_last_live")
+    __slots__ = ("entries", "live", "on_batch", "batch_steps", "batch_s", "spent_ns", "_batch_ns", "_last_live")
     recorder_order = -1  # a reading: before other recorders' work at the step end
 
     def __init__(self, on_batch: Callable[[], None], batch_steps: int = 16, batch_s: float = 0.5,
                  live: Any = None) -> None:
         if batch_steps < 1 or not batch_s >= 0:
             raise ValueError(f"batch_steps must be >= 1 and batch_s >= 0, got {batch_steps} and {batch_s}")
-        self.entries: list[tuple[int, float, list[tuple]]] = []  # (step, wall time, figures per device) per step end
+        # (step, perf_counter_ns, figures per device) per step end: records shared by every log of the step end
+        self.entries: list[tuple[int, int, list[tuple]]] = []
         self.live, self.on_batch, self.batch_steps, self.batch_s = live, on_batch, batch_steps, batch_s
+        self._batch_ns = batch_s * 1e9
+        self.spent_ns = 0  # from each step end's clock reading to the end of this log's work there (on_batch excluded)
         self._last_live: tuple = (None, None, ())  # (step, signature, live_set()) of the last live record
 
     @property
@@ -82,29 +86,33 @@ class StepLog:
         """The step ends kept since the last take, oldest first: ``(step, wall time s, [(device, allocated bytes,
         step peak bytes, categories at the peak, live tensors) per device])`` each (the lists are shared)."""
         entries, self.entries = self.entries, []
-        return entries
+        offset_s = _wall_offset_s
+        return [(step, time_ns * 1e-9 + offset_s, figures) for step, time_ns, figures in entries]
 
     def step_end(self, event: _hooks.StepEvent) -> None:
+        # NOTE: runs at every step end with the step's work just done, its caches cold: every object touched costs
         step = event.step
-        wall_time, figures = _step_figures(step, event.time_ns)
+        closed = _closed
+        if closed[0] != step or closed[1] != _hooks.step_resets:
+            closed = _close(step, event.time_ns)
         entries = self.entries
-        entries.append((step, wall_time, figures))
+        entries.append(closed[2])
         if self.live is not None:
-            # NOTE: one device (the usual case) compares a pair; the bytes of every device otherwise
-            signature = (len(_buffers), figures[0][1]) if len(figures) == 1 else \
-                (len(_buffers), *[figure[1] for figure in figures])
-            last_step, last_signature, live = self._last_live
-            if last_step != step - 1 or signature != last_signature:
+            last_step, signature, live = self._last_live
+            if last_step != step - 1 or signature != closed[3]:
                 live = _memory.live_set()
-            self._last_live = (step, signature, live)
+            self._last_live = (step, closed[3], live)
             self.live.append((step, live))
-        if len(entries) >= self.batch_steps or wall_time - entries[0][1] >= self.batch_s:
+        self.spent_ns += _now() - event.time_ns
+        if len(entries) >= self.batch_steps or event.time_ns - entries[0][1] >= self._batch_ns:
             _set_wall_offset()
             self.on_batch()
 
 
+_now = time.perf_counter_ns
 _buffers = _memory._buffers  # NOTE: the allocator's table (never rebound): its length is the live buffer count
-_closed: tuple = (None, -1, 0.0, [])  # (step, hooks.step_resets, wall time, figures) of the last step end closed
+# (step, hooks.step_resets, (step, perf_counter_ns, figures per device), live signature) of the last step end closed
+_closed: tuple = (None, -1, (None, 0, []), None)
 _wall_offset_s = 0.0  # time.time() - time.perf_counter(), read again at every batch (the clocks may drift apart)
 
 
@@ -113,14 +121,17 @@ def _set_wall_offset() -> None:
     _wall_offset_s = time.time() - time.perf_counter_ns() * 1e-9
 
 
-def _step_figures(step: int, time_ns: int) -> tuple[float, list[tuple]]:
-    """The step end's wall time (from ``time_ns``, the step end's ``perf_counter_ns`` the engine read: no clock read
-    here) and figures per device, the allocator's step peaks ended once for every log of the same step end."""
+def _close(step: int, time_ns: int) -> tuple:
+    """The step end's record (``time_ns``: the step end's ``perf_counter_ns`` the engine read: no clock read here),
+    the allocator's step peaks ended once for every log of the same step end; its live signature is the live buffer
+    count and each device's allocated bytes (equal at two step ends in a row: nothing allocated or freed on
+    balance, the same live set)."""
     global _closed
-    closed = _closed
-    if closed[0] != step or closed[1] != _hooks.step_resets:
-        closed = _closed = (step, _hooks.step_resets, time_ns * 1e-9 + _wall_offset_s, _memory.close_step_peaks(step))
-    return closed[2], closed[3]
+    figures = _memory.close_step_peaks(step)
+    signature = (len(_buffers), figures[0][1]) if len(figures) == 1 else \
+        (len(_buffers), *[figure[1] for figure in figures])
+    _closed = (step, _hooks.step_resets, (step, time_ns, figures), signature)
+    return _closed
 
 
 _set_wall_offset()

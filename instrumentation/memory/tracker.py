@@ -31,6 +31,12 @@ from instrumentation.profiler.spans import log_end, log_start
 HOST_RSS_TAG = tag_names.memory_tag(tag_names.HOST_DEVICE, tag_names.RSS_BYTES)
 LOG_SPAN = "memory tracker"  # its batch processing in a profiler's trace (category "log")
 LEAK_GROUPS_IN_ALERT = 5
+# What a logged step costs in all, as a multiple of what _log_steps took for it: the writer thread then encodes its
+# row (measured on the digits MLP: ~3 µs a row of ten scalars, about what _log_steps took)
+RUN_WEIGHT = 2.0
+# Steps per batch until the pacer's first decision after its warm-up; batch_steps after it. A batch costs ~300 µs of
+# cold Python and slows the next few steps by ~100 µs more (measured on the digits MLP): few batches, long ones.
+WARMUP_BATCH_STEPS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +91,8 @@ class MemoryTracker:
     ``host_every_s`` seconds passed since the last read (the leak test's warm-up and window then count reads, not
     steps; a read and its event cost ~60 µs in a training loop). ``batch_steps`` /
     ``batch_s``: the step ends' figures are processed (scalars handed to the writer, leak tests, peak snapshots)
-    every that many steps or seconds, on ``writer.flush()`` (a flowscope writer), ``snapshot()``, ``pause()`` and
+    every that many steps (at most ``WARMUP_BATCH_STEPS`` until the pacer's first decision) or seconds, on
+    ``writer.flush()`` (a flowscope writer), ``snapshot()``, ``pause()`` and
     ``close()``; ``host_attribution``: tracemalloc attribution. ``budget``: the share of step time the processing
     may cost; a pacer (``instrumentation.budget``) measures it and the step time (from the step ends' wall times)
     and logs the ``mem/`` scalars of one step in k, each logged ``peak_bytes`` (and the categories at it) being the
@@ -96,14 +103,15 @@ class MemoryTracker:
                  model: Any = None, leak: LeakSettings | None = LeakSettings(), peak_snapshots: bool = True,
                  peak_snapshot_interval_s: float = 30.0, peak_growth: float = 0.10, host_rss: bool = True,
                  host_attribution: bool = False, host_every_steps: int = 64, host_every_s: float = 1.0,
-                 batch_steps: int = 16, batch_s: float = 0.5, budget: float = DEFAULT_BUDGET,
+                 batch_steps: int = 256, batch_s: float = 0.5, budget: float = DEFAULT_BUDGET,
                  every: int | None = None) -> None:
         if history < 0:
             raise ValueError(f"history must be a number of events >= 0, got {history}")
         if host_every_steps < 1 or not host_every_s >= 0:
             raise ValueError(f"host_every_steps must be >= 1 and host_every_s >= 0, got {host_every_steps} and "
                              f"{host_every_s}")
-        self.pace = Pacer(tag_names.MEMORY_OBSERVER, budget, every=check_every("MemoryTracker", every))
+        self.pace = Pacer(tag_names.MEMORY_OBSERVER, budget, every=check_every("MemoryTracker", every),
+                          run_weight=RUN_WEIGHT)
         self._last_wall: float | None = None
         self.writer, self.run_dir = writer, writer.log_dir
         self._add_scalar_rows = getattr(writer, "add_scalar_rows", None)
@@ -124,9 +132,14 @@ class MemoryTracker:
         self._tallies: dict[str, _Tally] = {}
         self._tags: tuple[str, ...] = ()  # the tags of each step's values: every device's tally.tags and categories
         # What was live at the last step ends (attribution: groups are summed from these only when a leak is found).
-        self._group_history: deque[tuple[int, tuple]] | None = deque(maxlen=leak.window_steps) if leak else None
+        # NOTE: a batch's steps are checked when it is processed: the window may begin a batch before the last step
+        self._group_history: deque[tuple[int, tuple]] | None = \
+            deque(maxlen=leak.window_steps + batch_steps) if leak else None
         self._group_cache: dict[int, tuple[tuple, dict]] = {}  # step -> (its live_set() record, its live groups)
-        self._steps = recording.StepLog(self._on_batch, batch_steps, batch_s, live=self._group_history)
+        self.batch_steps = batch_steps
+        # NOTE: short batches until the pacer's first decision (it decides per batch), then batch_steps
+        self._steps = recording.StepLog(self._on_batch, min(batch_steps, WARMUP_BATCH_STEPS), batch_s,
+                                        live=self._group_history)
         self._host_step, self._host_read_at = -host_every_steps, -float("inf")  # the last RSS read: step, monotonic s
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
         self._failures: set[str] = set()
@@ -171,6 +184,7 @@ class MemoryTracker:
         entries = self._steps.take_steps()
         if not entries:
             return
+        step_log_ns, self._steps.spent_ns = self._steps.spent_ns, 0
         interval = self.pace.interval
         steps = [entry[0] for entry in entries]
         logged_at = [index for index, step in enumerate(steps) if step % interval == 0]
@@ -198,7 +212,7 @@ class MemoryTracker:
                 self._arm_peak(device, tally)
         if self._host is not None:
             self._observe_host(last_step)
-        self._account(entries, len(logged), time.perf_counter_ns() - began - run_ns, run_ns)
+        self._account(entries, len(logged), time.perf_counter_ns() - began - run_ns + step_log_ns, run_ns)
 
     def _columns(self, entries: list[tuple[int, float, list]]) -> dict[_Tally, tuple]:
         """Each device's figures as columns: tally → (indices into ``entries`` or None for all of them, allocated,
@@ -264,6 +278,8 @@ class MemoryTracker:
         self._last_wall = last_wall
         if self.pace.record(int(step_ns), fixed_ns, run_ns, logged, steps):
             self.pace.last.write(self.writer, last_step)
+            if self.pace.seen_steps >= self.pace.warmup_steps:
+                self._steps.batch_steps = self.batch_steps
 
     def _log_steps(self, logged: list[tuple[int, float, list]], reserved: dict[str, int]) -> None:
         """The ``mem/`` scalars of the steps to log: (step, wall time, figures per device) each; ``reserved``: the
@@ -492,7 +508,11 @@ class MemoryTracker:
         tally.alerted.add(key)
         cause = likely_cause(groups)
         evidence_groups = [g.to_evidence() for g in groups[:LEAK_GROUPS_IN_ALERT]]
-        path = self._write(build_snapshot(device=device, reason=names.LEAK, step=step, live=self._live_now(),
+        # NOTE: the live buffers at the step the leak was found (its batch may be processed steps later)
+        at_step = in_window[-1][1] if in_window and in_window[-1][0] == step else None
+        live = self._live_now() if at_step is None else \
+            live_table(memory.live_set_blocks(at_step, device), self._stacks)
+        path = self._write(build_snapshot(device=device, reason=names.LEAK, step=step, live=live,
                                           history=self._history_now(), origin_ns=self._origin_ns,
                                           names=parameter_names(self.model), peak_bytes=self._peak(device),
                                           extra={"groups": evidence_groups}))

@@ -83,6 +83,57 @@ def test_records_are_the_step_figures_an_observer_computes(clean) -> None:
     assert not hooks.step_end
 
 
+def test_steps_that_only_free_or_do_nothing_peak_where_they_began(clean) -> None:
+    """A step peak starts at the bytes allocated when the last step ended (no copy of the categories then): a step
+    that only frees, or touches nothing, peaks at its start with the categories of that moment."""
+    memory.reset_step_peak("cpu")
+    oracle = hooks.subscribe(_PeakOracle())
+    log = StepLog(lambda: None, batch_steps=1000, batch_s=3600.0)
+    hooks.add_recorder(log)
+    kept: list = []
+    try:
+        _steps(2, kept)  # each ends below its peak
+        hooks.mark_step_begin()
+        hooks.mark_step_end()  # nothing at all
+        hooks.mark_step_begin()
+        del kept[0]  # only a free
+        hooks.mark_step_end()
+        hooks.mark_step_begin()
+        kept.append(engine.tensor(np.ones(4, np.float32)))  # a step that ends at its peak
+        hooks.mark_step_end()
+        hooks.mark_step_begin()
+        del kept[-1]  # frees what the step before ended with
+        hooks.mark_step_end()
+    finally:
+        hooks.remove_recorder(log)
+        hooks.unsubscribe(oracle)
+    got = [(step, allocated, peak, {k: v for k, v in at_peak.items() if v}) for step, _, _, allocated, peak, at_peak, _
+           in log.take()]
+    expected = [(step, allocated, peak, {k: v for k, v in at_peak.items() if v}) for step, allocated, peak, at_peak
+                in oracle.steps]
+    assert got == expected
+    assert got[3][2] == got[2][1] and got[3][1] < got[3][2]  # the freeing step peaked where it began
+    assert got[4][1] == got[4][2] and got[5][2] == got[4][1] > got[5][1]
+
+
+def test_spent_ns_adds_up_the_step_ends_and_leaves_the_batch_out(clean) -> None:
+    import time
+
+    def slow_batch() -> None:
+        time.sleep(0.02)
+        log.take()
+
+    log = StepLog(slow_batch, batch_steps=2, batch_s=3600.0)
+    hooks.add_recorder(log)
+    try:
+        for _ in range(4):
+            hooks.mark_step_begin()
+            hooks.mark_step_end()
+    finally:
+        hooks.remove_recorder(log)
+    assert 0 < log.spent_ns < 0.02e9  # four step ends; the two 20 ms batches are left out
+
+
 def test_batches_by_age_and_live_sets_are_reused_while_nothing_changes(clean) -> None:
     live: deque = deque(maxlen=10)
     calls: list[int] = []

@@ -14,6 +14,7 @@ STEPS = 60
 
 
 def leak_alerts(tracker) -> list:
+    tracker.writer.flush()  # the steps of a batch not processed yet (up to batch_steps or batch_s late otherwise)
     return [a for a in AlertReader(Path(tracker.run_dir) / ALERTS_RELPATH).read() if a.kind == "leak"]
 
 

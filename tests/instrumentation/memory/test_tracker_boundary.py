@@ -72,6 +72,8 @@ def test_snapshot_blocks_equal_the_event_path_and_history_is_empty(pair) -> None
 def test_leak_found_with_the_same_groups(pair) -> None:
     events, boundary = pair
     train(60, "hook")
+    for tracker in pair:
+        tracker.writer.flush()  # the batch not processed yet
     alerts = [[a for a in AlertReader(Path(t.run_dir) / ALERTS_RELPATH).read() if a.kind == "leak"] for t in pair]
     assert [len(a) for a in alerts] == [1, 1]
     top_e, top_b = alerts[0][0].evidence["groups"][0], alerts[1][0].evidence["groups"][0]

@@ -97,3 +97,28 @@ def test_on_a_tiny_step_the_tracker_s_measured_share_stays_within_its_budget(mak
     train(1100, on_step=close_blocks)
     share = statistics.median(shares)
     assert share <= 0.05, f"the tracker took {share:.1%} of a tiny step (pacer: {tracker.pace.last})"
+
+
+def test_batches_are_short_until_the_pacers_first_decision_then_batch_steps_long(tmp_path):
+    """The pacer decides per batch: 16-step batches through its warm-up, ``batch_steps`` from its first decision on;
+    the step log's own cost at every step end is charged to the pacer with the batch's."""
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path / "run") as writer:
+        tracker = MemoryTracker(writer, stacks=False, leak=None, host_rss=False, batch_s=3600.0)
+        charged: list[int] = []
+        record = tracker.pace.record
+
+        def spy(step_ns, fixed_ns=0, run_ns=0, runs=0, steps=1):
+            charged.append((fixed_ns, steps))
+            return record(step_ns, fixed_ns, run_ns, runs, steps)
+
+        tracker.pace.record = spy
+        assert tracker._steps.batch_steps == 16
+        steps_with_a_spike(40, spike_at=-1)
+        assert tracker.pace.last is not None and tracker._steps.batch_steps == 256
+        spent_before = tracker._steps.spent_ns
+        steps_with_a_spike(300, spike_at=-1)
+        tracker.close()
+    assert [steps for _, steps in charged[:2]] == [16, 16]
+    assert 256 in [steps for _, steps in charged[2:]]  # one full batch after the switch
+    assert spent_before > 0 and tracker._steps.spent_ns == 0  # every step end's cost was handed over
