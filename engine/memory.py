@@ -422,16 +422,17 @@ def end_step_peak(device: str = "cpu", step: int | None = None) -> tuple[int, in
     return ended[1], ended[2], ended[3].copy(), state.categories.copy()
 
 
-def _close_step(state: _DeviceState, step: int | None) -> tuple:
-    """End ``state``'s step peak: (step, allocated, step peak, categories at the peak), kept as ``state.ended``; a
-    new step peak starts at the bytes allocated now, rising (the categories now are its own until the next free
-    copies them: no copy per step). NOTE: dicts assigned to peak_categories are never changed in place (each peak
-    assigns a new one), so the figures can refer to them."""
+def _close_step(state: _DeviceState, step: int | None, end: bool = True) -> tuple:
+    """(step, allocated, step peak, categories at the peak) of ``state``; ``end``: the step peak ends there, kept as
+    ``state.ended``, and a new one starts at the bytes allocated now, rising (the categories now are its own until
+    the next free copies them: no copy per step). NOTE: dicts assigned to peak_categories are never changed in place
+    (each peak assigns a new one), so the figures can refer to them."""
     allocated = state.allocated
-    ended = state.ended = (step, allocated, state.step_peak,
-                           state.categories.copy() if state.rising else state.peak_categories)
-    state.step_peak, state.rising = allocated, True
-    return ended
+    figures = (step, allocated, state.step_peak, state.categories.copy() if state.rising else state.peak_categories)
+    if end:
+        state.ended = figures
+        state.step_peak, state.rising = allocated, True
+    return figures
 
 
 def at_step_peak(device: str = "cpu") -> bool:
@@ -450,18 +451,21 @@ def table_blocks(table: dict[int, list], device: str) -> tuple[LiveBlock, ...]:
     return tuple(_block(key, e) for key, e in table.items() if e[3] == device)
 
 
-def close_step_peaks(step: int) -> list[tuple[str, int, int, dict[str, int], int]]:
+def close_step_peaks(step: int, end: bool = True) -> list[tuple[str, int, int, dict[str, int], int]]:
     """(device, allocated bytes, step peak bytes, categories at the peak, live tensors) of every device, each
     device's step peak ended as ``end_step_peak(device, step)`` does (later calls of it for ``step`` get these
-    figures). The category dicts are shared: never change them."""
+    figures). ``end=False`` reads without ending: the peak is then the highest since the last end (a reader that
+    ends it only at the steps it logs gives the allocator no new rising phase, no copy of the categories, per
+    step). The category dicts are shared: never change them."""
     if len(_devices) == 1:  # NOTE: the CPU alone, the usual case, written out (once per step on every tracked run)
         state = _cpu
-        allocated = state.allocated
-        state.ended = ended = (step, allocated, state.step_peak,
-                               state.categories.copy() if state.rising else state.peak_categories)
-        state.step_peak, state.rising = allocated, True
-        return [("cpu", allocated, ended[2], ended[3], state.live_tensors)]
-    return [(device, *_close_step(state, step)[1:4], state.live_tensors) for device, state in _devices.items()]
+        allocated, peak = state.allocated, state.step_peak
+        at_peak = state.categories.copy() if state.rising else state.peak_categories
+        if end:
+            state.ended = (step, allocated, peak, at_peak)
+            state.step_peak, state.rising = allocated, True
+        return [("cpu", allocated, peak, at_peak, state.live_tensors)]
+    return [(device, *_close_step(state, step, end)[1:4], state.live_tensors) for device, state in _devices.items()]
 
 
 def buffer_count() -> int:

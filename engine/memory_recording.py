@@ -56,10 +56,13 @@ class StepLog:
     live buffer count and bytes on every device (nothing allocated or freed on balance). Every ``batch_steps``
     steps, or when the first step waiting is ``batch_s`` seconds old, it calls ``on_batch()``, which should take
     the figures; one that raises is reported once on stderr and the figures are kept. The category dicts are shared
-    between readers: never change them. ``spent_ns`` adds up what the step ends cost from the engine's clock reading
+    between readers: never change them. ``peak_every``: the step peak ends only at the step ends that are a multiple
+    of it (1: each); the others' figures carry the highest since the last end (a reader logging one step in k sets
+    k: the allocator then has no new rising phase, no copy of the categories, at every step). ``spent_ns`` adds up what the step ends cost from the engine's clock reading
     to the end of the log's work (the recorders' dispatch included, ``on_batch`` not): its owner's pacer reads it."""
 
-    __slots__ = ("entries", "live", "on_batch", "batch_steps", "batch_s", "spent_ns", "_batch_ns", "_last_live")
+    __slots__ = ("entries", "live", "on_batch", "batch_steps", "batch_s", "peak_every", "spent_ns", "_batch_ns",
+                 "_last_live")
     recorder_order = -1  # a reading: before other recorders' work at the step end
 
     def __init__(self, on_batch: Callable[[], None], batch_steps: int = 16, batch_s: float = 0.5,
@@ -70,6 +73,7 @@ class StepLog:
         self.entries: list[tuple[int, int, list[tuple]]] = []
         self.live, self.on_batch, self.batch_steps, self.batch_s = live, on_batch, batch_steps, batch_s
         self._batch_ns = batch_s * 1e9
+        self.peak_every = 1  # the step peak ends at the step ends that are multiples of it (see the class)
         self.spent_ns = 0  # from each step end's clock reading to the end of this log's work there (on_batch excluded)
         self._last_live: tuple = (None, None, ())  # (step, signature, live_set()) of the last live record
 
@@ -92,9 +96,10 @@ class StepLog:
     def step_end(self, event: _hooks.StepEvent) -> None:
         # NOTE: runs at every step end with the step's work just done, its caches cold: every object touched costs
         step = event.step
+        end = not step % self.peak_every
         closed = _closed
-        if closed[0] != step or closed[1] != _hooks.step_resets:
-            closed = _close(step, event.time_ns)
+        if closed[0] != step or closed[1] != _hooks.step_resets or (end and not closed[4]):
+            closed = _close(step, event.time_ns, end)
         entries = self.entries
         entries.append(closed[2])
         if self.live is not None:
@@ -112,7 +117,7 @@ class StepLog:
 _now = time.perf_counter_ns
 _buffers = _memory._buffers  # NOTE: the allocator's table (never rebound): its length is the live buffer count
 # (step, hooks.step_resets, (step, perf_counter_ns, figures per device), live signature) of the last step end closed
-_closed: tuple = (None, -1, (None, 0, []), None)
+_closed: tuple = (None, -1, (None, 0, []), None, False)  # ... and whether the step peaks ended there
 _wall_offset_s = 0.0  # time.time() - time.perf_counter(), read again at every batch (the clocks may drift apart)
 
 
@@ -121,16 +126,16 @@ def _set_wall_offset() -> None:
     _wall_offset_s = time.time() - time.perf_counter_ns() * 1e-9
 
 
-def _close(step: int, time_ns: int) -> tuple:
+def _close(step: int, time_ns: int, end: bool) -> tuple:
     """The step end's record (``time_ns``: the step end's ``perf_counter_ns`` the engine read: no clock read here),
-    the allocator's step peaks ended once for every log of the same step end; its live signature is the live buffer
+    the allocator's step peaks read (and ended, ``end``) once for every log of the same step end; its live signature is the live buffer
     count and each device's allocated bytes (equal at two step ends in a row: nothing allocated or freed on
     balance, the same live set)."""
     global _closed
-    figures = _memory.close_step_peaks(step)
+    figures = _memory.close_step_peaks(step, end)
     signature = (len(_buffers), figures[0][1]) if len(figures) == 1 else \
         (len(_buffers), *[figure[1] for figure in figures])
-    _closed = (step, _hooks.step_resets, (step, time_ns, figures), signature)
+    _closed = (step, _hooks.step_resets, (step, time_ns, figures), signature, end)
     return _closed
 
 

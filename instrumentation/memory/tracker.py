@@ -91,7 +91,8 @@ class MemoryTracker:
     ``host_every_s`` seconds passed since the last read (the leak test's warm-up and window then count reads, not
     steps; a read and its event cost ~60 µs in a training loop). ``batch_steps`` /
     ``batch_s``: the step ends' figures are processed (scalars handed to the writer, leak tests, peak snapshots)
-    every that many steps (at most ``WARMUP_BATCH_STEPS`` until the pacer's first decision) or seconds, on
+    every that many steps (at most ``WARMUP_BATCH_STEPS`` until the pacer's first decision, or the first batch with a
+    fixed ``every``) or seconds, on
     ``writer.flush()`` (a flowscope writer), ``snapshot()``, ``pause()`` and
     ``close()``; ``host_attribution``: tracemalloc attribution. ``budget``: the share of step time the processing
     may cost; a pacer (``instrumentation.budget``) measures it and the step time (from the step ends' wall times)
@@ -140,6 +141,7 @@ class MemoryTracker:
         # NOTE: short batches until the pacer's first decision (it decides per batch), then batch_steps
         self._steps = recording.StepLog(self._on_batch, min(batch_steps, WARMUP_BATCH_STEPS), batch_s,
                                         live=self._group_history)
+        self._steps.peak_every = self.pace.interval
         self._host_step, self._host_read_at = -host_every_steps, -float("inf")  # the last RSS read: step, monotonic s
         self._host = HostMemoryWatch(leak or LeakSettings(), attribution=host_attribution) if host_rss else None
         self._failures: set[str] = set()
@@ -185,7 +187,7 @@ class MemoryTracker:
         if not entries:
             return
         step_log_ns, self._steps.spent_ns = self._steps.spent_ns, 0
-        interval = self.pace.interval
+        interval = self._steps.peak_every  # the interval these steps were recorded with (their peaks ended at it)
         steps = [entry[0] for entry in entries]
         logged_at = [index for index, step in enumerate(steps) if step % interval == 0]
         if final and (not logged_at or logged_at[-1] != len(steps) - 1):
@@ -278,8 +280,9 @@ class MemoryTracker:
         self._last_wall = last_wall
         if self.pace.record(int(step_ns), fixed_ns, run_ns, logged, steps):
             self.pace.last.write(self.writer, last_step)
-            if self.pace.seen_steps >= self.pace.warmup_steps:
-                self._steps.batch_steps = self.batch_steps
+        if self.pace.fixed or self.pace.seen_steps >= self.pace.warmup_steps:  # past the first decision, or none due
+            self._steps.batch_steps = self.batch_steps
+        self._steps.peak_every = self.pace.interval  # NOTE: the step peak ends at the logged steps only
 
     def _log_steps(self, logged: list[tuple[int, float, list]], reserved: dict[str, int]) -> None:
         """The ``mem/`` scalars of the steps to log: (step, wall time, figures per device) each; ``reserved``: the

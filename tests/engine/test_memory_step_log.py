@@ -116,6 +116,43 @@ def test_steps_that_only_free_or_do_nothing_peak_where_they_began(clean) -> None
     assert got[4][1] == got[4][2] and got[5][2] == got[4][1] > got[5][1]
 
 
+def test_with_peak_every_k_the_peak_ends_at_multiples_of_k_and_runs_on_between(clean) -> None:
+    """Steps between two ends carry the highest since the last end; a second log ending at every step still gets
+    each step's own peak (the shared record is made again with the end)."""
+    memory.reset_step_peak("cpu")
+    oracle = hooks.subscribe(_PeakOracle())
+    sparse = StepLog(lambda: None, batch_steps=1000, batch_s=3600.0)
+    sparse.peak_every = 3
+    hooks.add_recorder(sparse)
+    kept: list = []
+    try:
+        _steps(7, kept)
+    finally:
+        hooks.remove_recorder(sparse)
+        hooks.unsubscribe(oracle)
+    records = sparse.take()
+    per_step = [peak for _, _, peak, _ in oracle.steps]  # each step's own peak
+    for (step, _, _, allocated, peak, at_peak, _), (_, expected_allocated, _, _) in zip(records, oracle.steps):
+        last_end = (step - 1) // 3 * 3 if step else -1  # the peak ended at steps 0, 3, 6
+        since_end = per_step[last_end + 1:step + 1]
+        assert allocated == expected_allocated
+        assert peak == max(since_end), step
+    assert [r[4] for r in records][1:3] == sorted([r[4] for r in records][1:3])  # running on between ends
+
+    both = StepLog(lambda: None, batch_steps=1000, batch_s=3600.0)
+    sparse.take()
+    hooks.add_recorder(sparse)
+    hooks.add_recorder(both)
+    oracle = hooks.subscribe(_PeakOracle())
+    try:
+        _steps(4, kept)
+    finally:
+        hooks.remove_recorder(sparse)
+        hooks.remove_recorder(both)
+        hooks.unsubscribe(oracle)
+    assert [r[4] for r in both.take()] == [peak for _, _, peak, _ in oracle.steps]
+
+
 def test_spent_ns_adds_up_the_step_ends_and_leaves_the_batch_out(clean) -> None:
     import time
 

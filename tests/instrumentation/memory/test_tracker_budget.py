@@ -53,7 +53,7 @@ def test_every_k_logs_one_step_in_k_and_a_skipped_peak_goes_to_the_next_logged_s
     assert sorted(peaks) == [0, 4, 8, 12, 16, 20, 22]  # one step in 4, and the last one at close
     assert peaks[12] >= SPIKE_BYTES > peaks[8]  # step 9's peak, not logged itself, is step 12's point
     assert peaks[16] < SPIKE_BYTES  # and only that one
-    assert tracker.pace.interval == 4
+    assert tracker.pace.interval == 4 == tracker._steps.peak_every  # the step peak ends at the logged steps only
 
 
 def test_a_leak_is_found_from_every_step_while_the_scalars_are_thinned(make_tracker):
