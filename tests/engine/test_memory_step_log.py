@@ -56,18 +56,26 @@ def _steps(count: int, kept: list) -> None:
         hooks.mark_step_end()
 
 
+def _observed(logs: list[StepLog], run) -> _PeakOracle:
+    """``run()`` with ``logs`` added and a peak oracle subscribed (both removed after it); the oracle."""
+    oracle = hooks.subscribe(_PeakOracle())
+    for log in logs:
+        hooks.add_recorder(log)
+    try:
+        run()
+    finally:
+        for log in logs:
+            hooks.remove_recorder(log)
+        hooks.unsubscribe(oracle)
+    return oracle
+
+
 def test_records_are_the_step_figures_an_observer_computes(clean) -> None:
     memory.reset_step_peak("cpu")  # the oracle starts from allocated bytes now
-    oracle = hooks.subscribe(_PeakOracle())
     batches: list[list[tuple]] = []
     log = StepLog(lambda: batches.append(log.take()), batch_steps=3, batch_s=3600.0)
-    hooks.add_recorder(log)
     kept: list = []
-    try:
-        _steps(7, kept)
-    finally:
-        hooks.remove_recorder(log)
-        hooks.unsubscribe(oracle)
+    oracle = _observed([log], lambda: _steps(7, kept))
     assert [len(batch) for batch in batches] == [3, 3]  # the 7th step waits for the next batch
     records = [record for batch in batches for record in batch] + log.take()
     assert [r[2] for r in records] == ["cpu"] * 7
@@ -87,11 +95,10 @@ def test_steps_that_only_free_or_do_nothing_peak_where_they_began(clean) -> None
     """A step peak starts at the bytes allocated when the last step ended (no copy of the categories then): a step
     that only frees, or touches nothing, peaks at its start with the categories of that moment."""
     memory.reset_step_peak("cpu")
-    oracle = hooks.subscribe(_PeakOracle())
     log = StepLog(lambda: None, batch_steps=1000, batch_s=3600.0)
-    hooks.add_recorder(log)
     kept: list = []
-    try:
+
+    def run() -> None:
         _steps(2, kept)  # each ends below its peak
         hooks.mark_step_begin()
         hooks.mark_step_end()  # nothing at all
@@ -104,9 +111,8 @@ def test_steps_that_only_free_or_do_nothing_peak_where_they_began(clean) -> None
         hooks.mark_step_begin()
         del kept[-1]  # frees what the step before ended with
         hooks.mark_step_end()
-    finally:
-        hooks.remove_recorder(log)
-        hooks.unsubscribe(oracle)
+
+    oracle = _observed([log], run)
     got = [(step, allocated, peak, {k: v for k, v in at_peak.items() if v}) for step, _, _, allocated, peak, at_peak, _
            in log.take()]
     expected = [(step, allocated, peak, {k: v for k, v in at_peak.items() if v}) for step, allocated, peak, at_peak
@@ -120,16 +126,10 @@ def test_with_peak_every_k_the_peak_ends_at_multiples_of_k_and_runs_on_between(c
     """Steps between two ends carry the highest since the last end; a second log ending at every step still gets
     each step's own peak (the shared record is made again with the end)."""
     memory.reset_step_peak("cpu")
-    oracle = hooks.subscribe(_PeakOracle())
     sparse = StepLog(lambda: None, batch_steps=1000, batch_s=3600.0)
     sparse.peak_every = 3
-    hooks.add_recorder(sparse)
     kept: list = []
-    try:
-        _steps(7, kept)
-    finally:
-        hooks.remove_recorder(sparse)
-        hooks.unsubscribe(oracle)
+    oracle = _observed([sparse], lambda: _steps(7, kept))
     records = sparse.take()
     per_step = [peak for _, _, peak, _ in oracle.steps]  # each step's own peak
     for (step, _, _, allocated, peak, at_peak, _), (_, expected_allocated, _, _) in zip(records, oracle.steps):
@@ -141,15 +141,7 @@ def test_with_peak_every_k_the_peak_ends_at_multiples_of_k_and_runs_on_between(c
 
     both = StepLog(lambda: None, batch_steps=1000, batch_s=3600.0)
     sparse.take()
-    hooks.add_recorder(sparse)
-    hooks.add_recorder(both)
-    oracle = hooks.subscribe(_PeakOracle())
-    try:
-        _steps(4, kept)
-    finally:
-        hooks.remove_recorder(sparse)
-        hooks.remove_recorder(both)
-        hooks.unsubscribe(oracle)
+    oracle = _observed([sparse, both], lambda: _steps(4, kept))
     assert [r[4] for r in both.take()] == [peak for _, _, peak, _ in oracle.steps]
 
 
