@@ -1,6 +1,7 @@
 """Memory tracker and system sampler overhead on a digits MLP training step, as ratios to no instrumentation.
 
-`python bench/memory_overhead.py [--seconds 40] [--block-ms 150] [--repeats 7] [--paired-only]`. One process, one writer.
+`python bench/memory_overhead.py [--seconds 40] [--block-ms 150] [--repeats 7] [--paired-only]`. One process, one
+writer.
 
 Tracker rows: blocks of steps (about ``--block-ms``: longer than the tracker's 256-step batch on the tiny step, since
 the flush that ends a block processes a batch early), each configuration's block next to an "off" block in
@@ -87,7 +88,8 @@ class _Attached:
     """An observer attached only between ``resume()`` and ``pause()``, as a tracker is: ``attach``/``detach`` are
     ``hooks.subscribe``/``unsubscribe`` (events) or ``hooks.add_recorder``/``remove_recorder`` (a recorder)."""
 
-    def __init__(self, observer: object, attach: Callable[[object], object], detach: Callable[[object], object]) -> None:
+    def __init__(self, observer: object, attach: Callable[[object], object],
+                 detach: Callable[[object], object]) -> None:
         self.observer, self.attach, self.detach = observer, attach, detach
 
     def resume(self) -> None:
@@ -192,7 +194,8 @@ def main() -> None:
             step_ms = timed_block(step, 50, writer)
             block_steps = max(4, round(args.block_ms / step_ms))
             window_steps = max(block_steps, round(args.sampler_window_s * 1e3 / step_ms))
-            attached = {"empty step-end recorder": _Attached(_EmptyStepEnd(), hooks.add_recorder, hooks.remove_recorder),
+            attached = {"empty step-end recorder": _Attached(_EmptyStepEnd(), hooks.add_recorder,
+                                                             hooks.remove_recorder),
                         "empty alloc/free observer": _Attached(_EmptyObserver(), hooks.subscribe, hooks.unsubscribe),
                         "tracker, stacks off": MemoryTracker(writer, stacks=False),
                         "tracker, stacks off, every=1": MemoryTracker(writer, stacks=False, every=1),

@@ -51,15 +51,18 @@ class StepLog:
     same figures; several logs get the same figures). ``take()`` hands them over as one tuple per device and step,
     ``(step, wall time s, device, allocated bytes, step peak bytes, bytes per category at the peak, live tensors)``;
     ``take_steps()`` as one ``(step, wall time s, [figures per device])`` per step end (the tracker's way; the step
-    end keeps its clock reading, the wall time is worked out at the take). With ``live`` (e.g. a ``deque(maxlen=n)``) it also appends ``(step,
-    memory.live_set())`` there, the previous record again when the previous step ended just before with the same
-    live buffer count and bytes on every device (nothing allocated or freed on balance). Every ``batch_steps``
-    steps, or when the first step waiting is ``batch_s`` seconds old, it calls ``on_batch()``, which should take
-    the figures; one that raises is reported once on stderr and the figures are kept. The category dicts are shared
-    between readers: never change them. ``peak_every``: the step peak ends only at the step ends that are a multiple
-    of it (1: each); the others' figures carry the highest since the last end (a reader logging one step in k sets
-    k: the allocator then has no new rising phase, no copy of the categories, at every step). ``spent_ns`` adds up what the step ends cost from the engine's clock reading
-    to the end of the log's work (the recorders' dispatch included, ``on_batch`` not): its owner's pacer reads it."""
+    end keeps its clock reading, the wall time is worked out at the take). With ``live`` (e.g. a
+    ``deque(maxlen=n)``) it also appends ``(step, memory.live_set())`` there, the previous record again when the
+    previous step ended just before with the same live buffer count and bytes on every device (nothing allocated or
+    freed on balance). Every ``batch_steps`` steps, or when the first step waiting is ``batch_s`` seconds old, it
+    calls ``on_batch()``, which should take the figures; one that raises is reported once on stderr and the figures
+    are kept. The category dicts are shared between readers: never change them.
+
+    ``peak_every``: the step peak ends only at the step ends that are a multiple of it (1: each); the others'
+    figures carry the highest since the last end (a reader logging one step in k sets k: the allocator then has no
+    new rising phase, no copy of the categories, at every step). ``spent_ns`` adds up what the step ends cost from
+    the engine's clock reading to the end of the log's work (the recorders' dispatch included, ``on_batch`` not):
+    its owner's pacer reads it."""
 
     __slots__ = ("entries", "live", "on_batch", "batch_steps", "batch_s", "peak_every", "spent_ns", "_batch_ns",
                  "_last_live")
@@ -128,9 +131,9 @@ def _set_wall_offset() -> None:
 
 def _close(step: int, time_ns: int, end: bool) -> tuple:
     """The step end's record (``time_ns``: the step end's ``perf_counter_ns`` the engine read: no clock read here),
-    the allocator's step peaks read (and ended, ``end``) once for every log of the same step end; its live signature is the live buffer
-    count and each device's allocated bytes (equal at two step ends in a row: nothing allocated or freed on
-    balance, the same live set)."""
+    the allocator's step peaks read (and ended, ``end``) once for every log of the same step end; its live
+    signature is the live buffer count and each device's allocated bytes (equal at two step ends in a row: nothing
+    allocated or freed on balance, the same live set)."""
     global _closed
     figures = _memory.close_step_peaks(step, end)
     signature = (len(_buffers), figures[0][1]) if len(figures) == 1 else \

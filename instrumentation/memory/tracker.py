@@ -92,8 +92,7 @@ class MemoryTracker:
     steps; a read and its event cost ~60 µs in a training loop). ``batch_steps`` /
     ``batch_s``: the step ends' figures are processed (scalars handed to the writer, leak tests, peak snapshots)
     every that many steps (at most ``WARMUP_BATCH_STEPS`` until the pacer's first decision, or the first batch with a
-    fixed ``every``) or seconds, on
-    ``writer.flush()`` (a flowscope writer), ``snapshot()``, ``pause()`` and
+    fixed ``every``) or seconds, on ``writer.flush()`` (a flowscope writer), ``snapshot()``, ``pause()`` and
     ``close()``; ``host_attribution``: tracemalloc attribution. ``budget``: the share of step time the processing
     may cost; a pacer (``instrumentation.budget``) measures it and the step time (from the step ends' wall times)
     and logs the ``mem/`` scalars of one step in k, each logged ``peak_bytes`` (and the categories at it) being the

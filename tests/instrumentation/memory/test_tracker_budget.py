@@ -105,7 +105,7 @@ def test_batches_are_short_until_the_pacers_first_decision_then_batch_steps_long
     hooks.reset_step(0)
     with SummaryWriter(tmp_path / "run") as writer:
         tracker = MemoryTracker(writer, stacks=False, leak=None, host_rss=False, batch_s=3600.0)
-        charged: list[int] = []
+        charged: list[tuple[int, int]] = []  # (fixed_ns, steps) per pacer record
         record = tracker.pace.record
 
         def spy(step_ns, fixed_ns=0, run_ns=0, runs=0, steps=1):
