@@ -382,10 +382,12 @@ class MemoryTracker:
         self._process()
 
     def resume(self) -> None:
-        """Observe again after ``pause()``; the first step peak then covers what happened while paused."""
+        """Observe again after ``pause()``; the first step peak then covers what happened while paused. The pacer's
+        step time is taken from the step ends seen after it (the pause is not a long step)."""
         if not self._paused or self._closed:
             return
         self._paused = False
+        self._last_wall = None  # NOTE: the steps between the last step end before the pause and now ran unobserved
         self._attach_recording()
         hooks.add_recorder(self)
 

@@ -131,3 +131,24 @@ def test_pause_stops_observing_and_resume_goes_on(make_tracker) -> None:
     tracker.resume()  # closed: nothing
     assert not any(getattr(h, "__self__", None) is tracker for h in hooks.step_end)
     del paused, resumed
+
+
+def test_a_pause_is_not_counted_as_step_time_by_the_pacer(make_tracker) -> None:
+    """The batch after resume() hands the pacer the time of its own steps, not the time since the last step end
+    before the pause (which would look like very long steps and make the tracker log more often)."""
+    import time
+
+    tracker = make_tracker(batch_steps=8, every=1)
+    recorded: list[tuple[int, int]] = []
+    record = tracker.pace.record
+    tracker.pace.record = lambda step_ns, fixed_ns, run_ns, runs, steps: (
+        recorded.append((step_ns, steps)) or record(step_ns, fixed_ns, run_ns, runs, steps))
+    train(16)
+    tracker.pause()
+    time.sleep(0.5)
+    tracker.resume()
+    recorded.clear()
+    train(16)
+    tracker.writer.flush()
+    assert recorded and sum(steps for _, steps in recorded) == 16
+    assert max(step_ns / steps for step_ns, steps in recorded) < 0.02e9  # steps take ~1 ms; 0.5 s / 8 steps: 62 ms
