@@ -23,25 +23,29 @@ class LossSpikeRule:
     *quick limit* is no spike whatever the losses kept aside were. After k losses replace k of a window, its i-th
     smallest value is at least the old window's (i − k)-th, so the median is at least the old window's value
     ``LAG`` ranks below the middle, and the limit (increasing in the median) at least ``quick_limit``. A loss
-    above it (or not finite) brings the window up to date and is judged in full."""
+    above it (or not finite) brings the window up to date and is judged in full.
+
+    ``quick_limit``, ``pending`` and ``lag`` are that fast path, readable: a caller on a hot path may take it
+    itself — a loss with ``-inf < loss <= quick_limit`` while ``len(pending) < lag - 1`` is appended to ``pending``
+    and is no spike — and call ``observe`` for the others (what ``observe`` would do, without the call)."""
 
     def __init__(self, thresholds: DynamicsThresholds) -> None:
         self.factor, self.rise = thresholds.loss_spike_factor, thresholds.loss_spike_min_rise
         self.min_history = thresholds.loss_min_history
         self._window: deque[float] = deque(maxlen=thresholds.loss_window)
         self._sorted: list[float] = []  # the window, sorted (the median without a sort per step)
-        self._pending: list[float] = []  # finite losses at or below the quick limit, not in the window yet
-        self._lag = min(LAG, (thresholds.loss_window - 1) // 2)
-        self._quick_limit = _NEG_INF
+        self.pending: list[float] = []  # finite losses at or below the quick limit, not in the window yet
+        self.lag = min(LAG, (thresholds.loss_window - 1) // 2)
+        self.quick_limit = _NEG_INF
         self.first_median: float | None = None
         self.in_spike = False
 
     def observe(self, step: int, value: float) -> tuple[Alert, ...]:
         """The alerts for the loss ``value`` of ``step`` (none, or one ``loss_spike``)."""
-        if _NEG_INF < value <= self._quick_limit:  # NOTE: the common case (NaN and ±inf fail this test)
-            pending = self._pending
+        if _NEG_INF < value <= self.quick_limit:  # NOTE: the common case (NaN and ±inf fail this test)
+            pending = self.pending
             pending.append(value)
-            if len(pending) >= self._lag:
+            if len(pending) >= self.lag:
                 self._catch_up()
             return _NO_ALERTS
         self._catch_up()
@@ -89,7 +93,7 @@ class LossSpikeRule:
         insort(self._sorted, value)
 
     def _catch_up(self) -> None:
-        pending = self._pending
+        pending = self.pending
         if pending:
             self.in_spike = False  # each was judged no spike
             self._window.extend(pending)  # NOTE: the deque drops the oldest; one sort of the window beats insorts
@@ -100,8 +104,8 @@ class LossSpikeRule:
     def _set_quick_limit(self) -> None:
         """The least limit the next ``LAG`` losses can be judged against (-inf while the window fills)."""
         ordered = self._sorted
-        if self.first_median is None or len(ordered) < self._window.maxlen or self._lag < 1:
-            self._quick_limit = _NEG_INF
+        if self.first_median is None or len(ordered) < self._window.maxlen or self.lag < 1:
+            self.quick_limit = _NEG_INF
             return
-        low = ordered[(len(ordered) - 1) // 2 - self._lag]
-        self._quick_limit = max(self.factor * low, low + self.rise * self.first_median)
+        low = ordered[(len(ordered) - 1) // 2 - self.lag]
+        self.quick_limit = max(self.factor * low, low + self.rise * self.first_median)

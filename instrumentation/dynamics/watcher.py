@@ -33,6 +33,7 @@ from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.profiler.spans import log_end, recording
 
 LOSS_TAG, LEARNING_RATE_TAG = "train/loss", "train/learning_rate"
+_NEG_INF = float("-inf")
 HISTOGRAMS_SHARE = 0.15  # of a Watch's budget, for its histograms; the rest for the per-step statistics
 LOSS_BATCH = 64  # losses handed to the writer in one item (one add_scalar_rows)
 LOSS_LATENCY_S = 2.0  # losses older than this are handed to the writer at a sampled step's end
@@ -94,11 +95,11 @@ class Watch:
         self._burst_until = -1  # steps before it are observed whatever the interval (after a loss spike)
         self.optimizer = optimizer
         self.alerts: list[Alert] = []
-        self.closed = False
+        self.closed = self.paused = False
         self.step_times_elsewhere = False  # a RankMonitor writes perf/step_time_ms and perf/data_time_ms at every step
         self._alert_writer = AlertWriter(writer.log_dir)
         self._rules = DynamicsRules(thresholds)
-        self._loss_rule = self._rules.loss
+        self._spike_rule = self._rules.loss_rule  # judged at every log_loss
         self._guard = FailureReporter("flowscope.watch")
         self._named_parameters = list(model.named_parameters())
         self._ndims = {name: len(param.shape) for name, param in self._named_parameters}
@@ -181,6 +182,48 @@ class Watch:
             self._guard.call(f"closing {type(component).__name__}", component.close)
         self._components.clear()
 
+    def pause(self) -> None:
+        """Stop observing until ``resume()`` (e.g. around an evaluation loop): no recorder, sampler or forward hook
+        of this handle is in the engine's paths, and attached components with a ``pause()`` (the memory tracker)
+        pause too; ``log_loss`` still logs what it is given. The losses kept so far go to the writer now."""
+        if self.paused or self.closed:
+            return
+        self.paused = True
+        hooks.remove_recorder(self)
+        hooks.remove_recorder(self._sampler)
+        self._sampler_added = False
+        self._remove_forward_hooks()
+        self._armed_step, self._stats_step, self._histograms_step = -1, -1, -1
+        self._tracking = False
+        if self.numerics is not None:
+            self.numerics.detach()
+        for component in self._components:
+            if callable(getattr(component, "pause", None)):
+                self._guard.call(f"pausing {type(component).__name__}", component.pause)
+        self._hand_over()
+
+    def resume(self) -> None:
+        """Observe again after ``pause()``: the next step is sampled if its statistics or histograms are due; the
+        pacers' next window starts here (the paused steps' time is not counted as observed steps')."""
+        if not self.paused or self.closed:
+            return
+        self.paused = False
+        for component in self._components:
+            if callable(getattr(component, "resume", None)):
+                self._guard.call(f"resuming {type(component).__name__}", component.resume)
+        hooks.add_recorder(self)
+        if self.numerics is not None:
+            self.numerics.attach()
+            self._add_sampler()
+        step = hooks.current_step()
+        self._resets = hooks.step_resets
+        self._window_step, self._window_ns = step - 1, _thread_ns()
+        upcoming = self._next_sample(step - 1)
+        if upcoming == step:
+            self._arm(step)
+        else:
+            self._disarm(upcoming - 1)
+
     def _hand_over(self) -> None:
         """Give the writer the scalars and losses kept so far (at ``close()`` and each writer ``flush()``)."""
         self._guard.call("writing the last scalars", self._scalars.flush)
@@ -204,9 +247,13 @@ class Watch:
             kept.append((value, step, began * 1e-9 + self._wall_offset_s))  # NOTE: the wall time from `began`
             if len(kept) >= LOSS_BATCH:
                 self._write_losses()
-            alerts = self._loss_rule(step, value)
-            if alerts:
-                self._on_spike(alerts)
+            rule = self._spike_rule
+            if _NEG_INF < value <= rule.quick_limit and len(rule.pending) < rule.lag - 1:
+                rule.pending.append(value)  # NOTE: the rule's common case taken here: one call less per step
+            else:
+                alerts = rule.observe(step, value)
+                if alerts:
+                    self._on_spike(alerts)
         except PropagatingError:
             raise
         except Exception as error:  # noqa: BLE001 - observing must never break training

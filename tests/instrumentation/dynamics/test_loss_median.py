@@ -80,3 +80,23 @@ def test_a_spike_after_a_quiet_stretch_is_judged_against_the_up_to_date_window()
     median = statistics.median(rule.window())
     alerts = rule.observe(101, 4.1 * median)
     assert alerts and alerts[0].evidence["median"] == median
+
+
+@pytest.mark.parametrize("window", [1, 5, 64])
+def test_watch_log_loss_taking_the_rules_fast_path_itself_reports_exactly_the_plain_rules_spikes(tmp_path, window):
+    """log_loss takes the rule's common case inline (quick_limit, pending, lag): the alerts it reports are still
+    the plain rule's, step for step."""
+    from engine import nn
+    from instrumentation import SummaryWriter, watch
+
+    thresholds = DynamicsThresholds(loss_window=window, loss_min_history=min(5, window))
+    losses = noisy_losses(7, 3000)
+    model = nn.Sequential(nn.Linear(4, 2))
+    with SummaryWriter(tmp_path) as writer, watch(model, writer, thresholds=thresholds, memory=False,
+                                                  capture_requests=False) as handle:
+        for step, value in enumerate(losses):
+            handle.log_loss(value, step)
+    spikes = [alert for alert in handle.alerts if alert.kind == "loss_spike"]
+    expected = plain_rule(thresholds, losses)
+    assert [a.step for a in spikes] == [step for step, *_ in expected] and len(expected) > 10
+    assert [a.evidence["window"] for a in spikes] == [recent for *_, recent in expected]

@@ -81,3 +81,65 @@ def test_a_held_condition_is_confirmed_at_the_next_steps_not_the_next_checks(tmp
     assert set(range(first, first + 10)) <= set(scalars["act/1/dead_fraction"])  # ten checks in a row
     in_effect = [k for step, k in sorted(scalars["perf/interval/watch"].items()) if step < 100][-1]
     assert in_effect > 1  # the pathology was planted while the budget thinned the checks
+
+
+def test_a_paused_watch_leaves_the_engine_and_resumes_at_the_next_due_step(tmp_path):
+    """pause() takes every recorder, sampler and forward hook out (the memory tracker pauses too) and the
+    statistics of the paused steps are not written; resume() samples the next due step again."""
+    rng = np.random.default_rng(0)
+    engine.manual_seed(0)
+    model = mlp(16)
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.05)
+    x, y = rng.standard_normal((32, 64)).astype(np.float32), rng.integers(0, 10, 32)
+    hooks.reset_step(0)
+    held: dict[int, tuple] = {}
+    with SummaryWriter(tmp_path) as writer, watch(model, writer, optimizer=optimizer, every=5, check_numerics=True,
+                                                  capture_requests=False) as handle:
+        for step in range(30):
+            if step == 10:
+                handle.pause()
+                handle.pause()  # idempotent
+            if step == 20:
+                handle.resume()
+            hooks.mark_step_begin()
+            held[step] = (tuple(type(r).__name__ for r in hooks.recorders),
+                          sum(len(m._forward_hooks) for m in model.modules()))
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(engine.tensor(x)), engine.tensor(y))
+            loss.backward()
+            optimizer.step()
+            handle.log_loss(loss.item())
+    # the tracker's peak catcher stays armed (it is called only at a new all-time high)
+    assert all(held[step] == (("_PeakCatcher",), 0) for step in range(10, 20)), held
+    assert "Watch" in held[9][0] and "MemoryTracker" in held[9][0] and "NumericsObserver" in held[9][0]
+    assert held[20][1] == 4 and "Watch" in held[20][0] and "MemoryTracker" in held[20][0]  # step 20 is due
+    assert held[21][1] == 0 and "Watch" in held[21][0]
+    scalars = read_scalars(tmp_path)
+    assert sorted(scalars["grad_norm/0.weight"]) == [0, 5, 20, 25]
+    assert sorted(scalars["train/loss"]) == list(range(30))  # log_loss logs what it is given, paused or not
+    memory_steps = sorted(scalars["mem/cpu/allocated_bytes"])
+    assert memory_steps and not [s for s in memory_steps if 10 <= s < 20]
+    assert handle.closed and not hooks.recorders
+
+
+def test_resuming_between_due_steps_arms_the_step_before_the_next_due_one(tmp_path):
+    rng = np.random.default_rng(1)
+    model = mlp(16)
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.05)
+    x, y = rng.standard_normal((8, 64)).astype(np.float32), rng.integers(0, 10, 8)
+    hooks.reset_step(0)
+    forward_hooks: dict[int, int] = {}
+    with SummaryWriter(tmp_path) as writer, watch(model, writer, optimizer=optimizer, every=10, memory=False,
+                                                  capture_requests=False) as handle:
+        for step in range(40):
+            if step == 3:
+                handle.pause()
+            if step == 13:
+                handle.resume()
+            hooks.mark_step_begin()
+            forward_hooks[step] = sum(len(m._forward_hooks) for m in model.modules())
+            optimizer.zero_grad()
+            F.cross_entropy(model(engine.tensor(x)), engine.tensor(y)).backward()
+            optimizer.step()
+    assert [step for step, count in forward_hooks.items() if count] == [0, 20, 30]
+    assert sorted(read_scalars(tmp_path)["grad_norm/0.weight"]) == [0, 20, 30]
