@@ -1,11 +1,17 @@
 """What watch() costs per training step: digits MLP and CNN with watch off, with defaults, with check_numerics.
 
-Run ``python bench/watch_overhead.py [--repeats N] [--steps N]``. One BLAS thread; all variants in one process on
-one model each, with repeats interleaved (off, defaults, numerics, off, …) so that load drift hits all alike; the
-table shows the median ms/step and the median over repeats of the ratio to "off" measured in the same repeat. A variant's time includes the
-SummaryWriter thread's work for its steps (each timing ends with a flush). Targets: defaults ≤ 1.05×,
-check_numerics ≤ 1.3×. The "floor" row runs only the NumPy calls of watch()'s statistics from minimal hooks (no
-alerts, writer or memory tracker): what computing those statistics this way costs at least.
+Run ``python bench/watch_overhead.py [--seconds 60] [--block-ms 200]``. One BLAS thread, one process and one writer
+per model. Each variant's handle is created once, run for ``WARM_STEPS`` (its pacers settle) and paused; then,
+pair after pair for about ``--seconds`` per model, each variant is resumed for a block of steps (about
+``--block-ms``) next to an "off" block as long, in alternating order (``Watch.pause()``/``resume()``), so the
+machine's drift between pairs cancels out. Each block ends with ``writer.flush()``: the writer thread's work for a
+variant's steps is charged to that variant's block. The table gives per variant the ratio of all its blocks' time to
+all the "off" blocks' (the verdict: it counts the sampled steps and histograms wherever they fall), and the median
+and quartiles of the per-pair ratios. Targets: defaults <= 1.05x, check_numerics <= 1.3x, every=1 on the CNN <=
+1.15x. The "floor" row runs only the NumPy calls of watch()'s statistics from minimal hooks (no alerts, writer or
+memory tracker): what computing those statistics this way costs at least. The "loss + step_end only" row is the
+part of watch() that is never thinned (``log_loss`` at every step, the handle's one ``step_end`` comparison), with the
+statistics every 1000 steps and no histograms or memory tracker: no budget can take a watch below it.
 """
 from __future__ import annotations
 
@@ -29,12 +35,14 @@ from instrumentation.dynamics.segment_stats import Segments, pack, segment_stats
 
 BATCH = 64
 FLOOR = "floor: the stats' NumPy calls only"
-VARIANTS = {"off": None, "defaults": {}, "defaults, no memory tracker": {"memory": False},
+NEVER_THINNED = "loss + step_end only (every=1000)"
+VARIANTS = {"defaults": {}, "defaults, no memory tracker": {"memory": False},
+            NEVER_THINNED: {"every": 1000, "histograms_every": 0, "memory": False, "capture_requests": False},
             "check_numerics": {"check_numerics": True}, "every=1": {"every": 1}, "every=10": {"every": 10}, FLOOR: None}
 TARGETS = {"defaults": 1.05, "check_numerics": 1.3}
 CNN_TARGETS = {"every=1": 1.15}
-# per variant and repeat, untimed: past the budget's warm-up (every step observed) and settling (docs/dynamics.md),
-# and the first steps of a new watch() that pay for building its tags
+# per variant, untimed, before its first block: past the budget's warm-up (every step observed) and settling
+# (docs/dynamics.md), and the first steps of a new watch() that pay for building its tags
 WARM_STEPS = 200
 
 
@@ -57,9 +65,20 @@ class ArrayWorkFloor:
         self.buffer = np.empty(self.segments.total, np.float32)
         self.weights_start, self.delta_start = (int(self.segments.starts[i]) for i in (len(sizes), 2 * len(sizes)))
         self.pads = self.segments.pads(self.buffer.dtype)
+        self.layers = [module for module in model.modules() if type(module).__name__ in ("ReLU", "Linear", "Conv2d")]
+        self.handles: list[Any] = []
+        self.resume()
+
+    def resume(self) -> None:
         self.handles = [module.register_forward_hook(self._relu if type(module).__name__ == "ReLU" else self._affine)
-                        for module in model.modules() if type(module).__name__ in ("ReLU", "Linear", "Conv2d")]
+                        for module in self.layers]
         hooks.subscribe(self)
+
+    def pause(self) -> None:
+        hooks.unsubscribe(self)
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
 
     @staticmethod
     def _ones(size: int, dtype: Any, cache: dict = {}) -> np.ndarray:  # noqa: B006 - a cache on purpose
@@ -92,9 +111,7 @@ class ArrayWorkFloor:
         pass
 
     def close(self) -> None:
-        hooks.unsubscribe(self)
-        for handle in self.handles:
-            handle.remove()
+        self.pause()
 
 
 def step_function(model: nn.Module, batches: list[tuple[Any, Any]]) -> tuple[Callable[[Any], None], Any]:
@@ -117,65 +134,93 @@ def step_function(model: nn.Module, batches: list[tuple[Any, Any]]) -> tuple[Cal
 
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # cpu: every thread of the process, the writer's too
+MIN_PAIRS = 5
+MIN_BLOCK_STEPS = 16
 
 
-def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, repeats: int,
-            steps: int, clock: Callable[[], float] = time.perf_counter) -> dict[str, tuple[float, float]]:
-    """Per variant: (median ms/step, median over repeats of its ratio to "off" in the same repeat). Each timing ends with ``writer.flush()``: the writer thread's work for the
-    variant's steps (encoding and writing their events) is charged to that variant, not to whichever runs next."""
+def timed_block(step: Callable[[Any], None], handle: Any, steps: int, writer: SummaryWriter,
+                clock: Callable[[], float]) -> float:
+    """Seconds for ``steps`` steps and the ``writer.flush()`` after them (the writer thread's work for them)."""
+    start = clock()
+    for _ in range(steps):
+        step(handle)
+    writer.flush()
+    return clock() - start
+
+
+def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, seconds: float, block_ms: float,
+            clock: Callable[[], float] = time.perf_counter) -> dict[str, tuple[float, float, list[float], int]]:
+    """Per variant: (ms/step with it, all its blocks' time over all the "off" blocks', the per-pair ratios, steps
+    per block)."""
     step, optimizer = step_function(model, batches)
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
     with SummaryWriter(logdir, flush_secs=2.0) as writer:
-        for repeat in range(repeats + 1):  # the first round warms up
-            for name, options in VARIANTS.items():
-                handle = ArrayWorkFloor(model) if name == FLOOR else \
-                    None if options is None else watch(model, writer, optimizer=optimizer, **options)
-                try:
-                    for _ in range(WARM_STEPS):
-                        step(handle)
-                    writer.flush()
-                    start = clock()
-                    for _ in range(steps):
-                        step(handle)
-                    writer.flush()
-                    elapsed_ms = (clock() - start) * 1e3 / steps
-                finally:
-                    if handle is not None:
-                        handle.close()
-                    writer.flush()
-                if repeat:
-                    times[name].append(elapsed_ms)
-    return {name: (statistics.median(values), statistics.median(v / off for v, off in zip(values, times["off"])))
-            for name, values in times.items()}
+        for _ in range(WARM_STEPS):
+            step(None)
+        step_ms = timed_block(step, None, MIN_BLOCK_STEPS, writer, clock) * 1e3 / MIN_BLOCK_STEPS
+        block_steps = max(MIN_BLOCK_STEPS, round(block_ms / step_ms))
+        handles: dict[str, Any] = {}
+        for name, options in VARIANTS.items():
+            handle = ArrayWorkFloor(model) if name == FLOOR else watch(model, writer, optimizer=optimizer, **options)
+            for _ in range(WARM_STEPS):
+                step(handle)
+            handle.pause()
+            handles[name] = handle
+        times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in handles}
+        deadline, pair = time.monotonic() + seconds, 0
+        try:
+            while time.monotonic() < deadline or pair < MIN_PAIRS:
+                for name, handle in handles.items():
+                    for with_it in ((True, False) if pair % 2 else (False, True)):
+                        if with_it:
+                            handle.resume()
+                        times[name][0 if with_it else 1].append(
+                            timed_block(step, handle if with_it else None, block_steps, writer, clock))
+                        if with_it:
+                            handle.pause()
+                pair += 1
+        finally:
+            for handle in handles.values():
+                handle.close()
+    return {name: (statistics.median(with_it) * 1e3 / block_steps, sum(with_it) / sum(off),
+                   [w / o for w, o in zip(with_it, off)], block_steps) for name, (with_it, off) in times.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--steps", type=int, default=300, help="steps per repeat (the CNN runs a fifth of them)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="time for the pairs of blocks, per model")
+    parser.add_argument("--block-ms", type=float, default=200.0,
+                        help="length of one block of steps (at least 16 steps)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall: elapsed time; cpu: the process's CPU time, all threads (on a loaded machine the "
                              "time spent waiting for a CPU is not counted)")
+    parser.add_argument("--model", default="", help="run only the models whose name contains this text")
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
     (x, y), _ = engine.datasets.load_digits(seed=0)
     batches = [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(x) - BATCH + 1, BATCH)]
-    print(f"watch() overhead: digits, batch {BATCH}, SGD momentum, one BLAS thread; {args.clock} clock; median of "
-          f"{args.repeats} interleaved repeats; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(f"watch() overhead: digits, batch {BATCH}, SGD momentum, one BLAS thread; {args.clock} clock; paired "
+          f"blocks of ~{args.block_ms:.0f} ms for ~{args.seconds:.0f} s per model; {os.cpu_count()} CPUs, load "
+          f"average {os.getloadavg()[0]:.2f}")
     print(f"defaults = budget 0.05 (intervals chosen by the pacers), histograms at most every 100 steps; every=k: "
           f"statistics every k steps; targets: defaults <= {TARGETS['defaults']}x, check_numerics <= "
-          f"{TARGETS['check_numerics']}x, every=1 on the CNN <= {CNN_TARGETS['every=1']}x\n")
-    print(f"{'model':<15} {'variant':<36} {'ms/step':>9} {'ratio':>7}  target")
+          f"{TARGETS['check_numerics']}x, every=1 on the CNN <= {CNN_TARGETS['every=1']}x")
+    print("ratio: all the variant's blocks over all the paired off blocks; median and p25-p75 of the pairs' ratios\n")
+    print(f"{'model':<15} {'variant':<36} {'ms/step':>9} {'ratio':>7} {'median':>7} {'p25-p75':>13} {'pairs':>5}"
+          f" {'steps':>5}  target")
     with threadpool_limits(1), tempfile.TemporaryDirectory() as logdir:
         for label, model in models().items():
-            steps = args.steps if label.startswith("MLP") else max(args.steps // 5, 5)
-            results = measure(model, batches, os.path.join(logdir, label.split()[0]), args.repeats, steps,
+            if args.model not in label:
+                continue
+            results = measure(model, batches, os.path.join(logdir, label.split()[0]), args.seconds, args.block_ms,
                               CLOCKS[args.clock])
-            for name, (ms, ratio) in results.items():
+            for name, (ms, ratio, ratios, block_steps) in results.items():
+                quartiles = statistics.quantiles(ratios, n=4)
                 target = (CNN_TARGETS if label == "CNN" else {}).get(name, TARGETS.get(name))
                 verdict = "" if target is None else (f"<= {target}x " + ("ok" if ratio <= target else "MISSED"))
-                print(f"{label:<15} {name:<36} {ms:9.3f} {ratio:6.2f}x  {verdict}")
+                print(f"{label:<15} {name:<36} {ms:9.3f} {ratio:6.3f}x {statistics.median(ratios):6.3f}x "
+                      f"{quartiles[0]:6.3f}-{quartiles[2]:.3f} {len(ratios):5d} {block_steps:5d}  {verdict}",
+                      flush=True)
 
 
 if __name__ == "__main__":

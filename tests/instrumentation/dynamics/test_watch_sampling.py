@@ -25,11 +25,11 @@ def run(tmp_path, steps: int, on_step=None, **options: Any) -> tuple[Any, list[d
     x, y = rng.standard_normal((32, 64)).astype(np.float32), rng.integers(0, 10, 32)
     seen: list[dict[str, Any]] = []
     hooks.reset_step(0)
-    with SummaryWriter(tmp_path) as writer, watch(model, writer, optimizer=optimizer, memory=False,
-                                                  capture_requests=False, **options) as handle:
+    options = {"memory": False, "capture_requests": False, **options}
+    with SummaryWriter(tmp_path) as writer, watch(model, writer, optimizer=optimizer, **options) as handle:
         for step in range(steps):
             if on_step is not None:
-                on_step(step, model)
+                on_step(step, model, handle)
             hooks.mark_step_begin()
             seen.append({"step": hooks.current_step(), "recorders": [type(r).__name__ for r in hooks.recorders],
                          "forward_hooks": sum(len(m._forward_hooks) for m in model.modules()),
@@ -67,7 +67,7 @@ def test_every_one_keeps_the_sampler_armed(tmp_path):
 def test_a_held_condition_is_confirmed_at_the_next_steps_not_the_next_checks(tmp_path):
     """Dead units planted after the warm-up: once a check sees them, every step is checked until the episode
     reaches its patience (10 checks): the alert comes 9 steps after the first check, whatever the interval."""
-    def kill_layer_0(step: int, model: Any) -> None:
+    def kill_layer_0(step: int, model: Any, handle: Any) -> None:
         if step == 100:
             with engine.no_grad():
                 model[0].bias.data[...] = -50.0
@@ -83,32 +83,23 @@ def test_a_held_condition_is_confirmed_at_the_next_steps_not_the_next_checks(tmp
     assert in_effect > 1  # the pathology was planted while the budget thinned the checks
 
 
+def pausing(pause_at: int, resume_at: int) -> Any:
+    """An ``on_step`` that pauses the watch before step ``pause_at`` (twice: idempotent) and resumes it before
+    ``resume_at``."""
+    def on_step(step: int, model: Any, handle: Any) -> None:
+        if step == pause_at:
+            handle.pause()
+            handle.pause()
+        if step == resume_at:
+            handle.resume()
+    return on_step
+
+
 def test_a_paused_watch_leaves_the_engine_and_resumes_at_the_next_due_step(tmp_path):
     """pause() takes every recorder, sampler and forward hook out (the memory tracker pauses too) and the
     statistics of the paused steps are not written; resume() samples the next due step again."""
-    rng = np.random.default_rng(0)
-    engine.manual_seed(0)
-    model = mlp(16)
-    optimizer = engine.optim.SGD(model.parameters(), lr=0.05)
-    x, y = rng.standard_normal((32, 64)).astype(np.float32), rng.integers(0, 10, 32)
-    hooks.reset_step(0)
-    held: dict[int, tuple] = {}
-    with SummaryWriter(tmp_path) as writer, watch(model, writer, optimizer=optimizer, every=5, check_numerics=True,
-                                                  capture_requests=False) as handle:
-        for step in range(30):
-            if step == 10:
-                handle.pause()
-                handle.pause()  # idempotent
-            if step == 20:
-                handle.resume()
-            hooks.mark_step_begin()
-            held[step] = (tuple(type(r).__name__ for r in hooks.recorders),
-                          sum(len(m._forward_hooks) for m in model.modules()))
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(engine.tensor(x)), engine.tensor(y))
-            loss.backward()
-            optimizer.step()
-            handle.log_loss(loss.item())
+    handle, seen = run(tmp_path, 30, on_step=pausing(10, 20), every=5, check_numerics=True, memory=True)
+    held = {s["step"]: (tuple(s["recorders"]), s["forward_hooks"]) for s in seen}
     # the tracker's peak catcher stays armed (it is called only at a new all-time high)
     assert all(held[step] == (("_PeakCatcher",), 0) for step in range(10, 20)), held
     assert "Watch" in held[9][0] and "MemoryTracker" in held[9][0] and "NumericsObserver" in held[9][0]
@@ -123,23 +114,6 @@ def test_a_paused_watch_leaves_the_engine_and_resumes_at_the_next_due_step(tmp_p
 
 
 def test_resuming_between_due_steps_arms_the_step_before_the_next_due_one(tmp_path):
-    rng = np.random.default_rng(1)
-    model = mlp(16)
-    optimizer = engine.optim.SGD(model.parameters(), lr=0.05)
-    x, y = rng.standard_normal((8, 64)).astype(np.float32), rng.integers(0, 10, 8)
-    hooks.reset_step(0)
-    forward_hooks: dict[int, int] = {}
-    with SummaryWriter(tmp_path) as writer, watch(model, writer, optimizer=optimizer, every=10, memory=False,
-                                                  capture_requests=False) as handle:
-        for step in range(40):
-            if step == 3:
-                handle.pause()
-            if step == 13:
-                handle.resume()
-            hooks.mark_step_begin()
-            forward_hooks[step] = sum(len(m._forward_hooks) for m in model.modules())
-            optimizer.zero_grad()
-            F.cross_entropy(model(engine.tensor(x)), engine.tensor(y)).backward()
-            optimizer.step()
-    assert [step for step, count in forward_hooks.items() if count] == [0, 20, 30]
+    handle, seen = run(tmp_path, 40, on_step=pausing(3, 13), every=10)
+    assert [s["step"] for s in seen if s["forward_hooks"]] == [0, 20, 30]
     assert sorted(read_scalars(tmp_path)["grad_norm/0.weight"]) == [0, 20, 30]
