@@ -53,19 +53,22 @@ class StepLog:
     ``take_steps()`` as one ``(step, wall time s, [figures per device])`` per step end (the tracker's way; the step
     end keeps its clock reading, the wall time is worked out at the take). With ``live`` (e.g. a
     ``deque(maxlen=n)``) it also appends ``(step, memory.live_set())`` there, the previous record again when the
-    previous step ended just before with the same live buffer count and bytes on every device (nothing allocated or
-    freed on balance). Every ``batch_steps`` steps, or when the first step waiting is ``batch_s`` seconds old, it
-    calls ``on_batch()``, which should take the figures; one that raises is reported once on stderr and the figures
-    are kept. The category dicts are shared between readers: never change them.
+    previous kept step end was ``every`` steps before with the same live buffer count and bytes on every device
+    (nothing allocated or freed on balance). Every ``batch_steps`` step ends kept, or when the first one waiting is
+    ``batch_s`` seconds old, it calls ``on_batch()``, which should take the figures; one that raises is reported once
+    on stderr and the figures are kept. The category dicts are shared between readers: never change them.
 
     ``peak_every``: the step peak ends only at the step ends that are a multiple of it (1: each); the others'
     figures carry the highest since the last end (a reader logging one step in k sets k: the allocator then has no
-    new rising phase, no copy of the categories, at every step). ``spent_ns`` adds up what the step ends cost from
+    new rising phase, no copy of the categories, at every step). ``every``: only the step ends that are a multiple
+    of it are kept (1: each); at the others ``step_end`` returns after one test (a reader that needs one step in k
+    sets k: the allocator's step peak then runs on to the next kept step, whose figures carry the highest since the
+    last end when ``peak_every`` is a multiple of ``every``). ``spent_ns`` adds up what the step ends cost from
     the engine's clock reading to the end of the log's work (the recorders' dispatch included, ``on_batch`` not):
     its owner's pacer reads it."""
 
-    __slots__ = ("entries", "live", "on_batch", "batch_steps", "batch_s", "peak_every", "spent_ns", "_batch_ns",
-                 "_last_live")
+    __slots__ = ("entries", "live", "on_batch", "batch_steps", "batch_s", "every", "peak_every", "spent_ns",
+                 "last_kept", "_batch_ns", "_last_live")
     recorder_order = -1  # a reading: before other recorders' work at the step end
 
     def __init__(self, on_batch: Callable[[], None], batch_steps: int = 16, batch_s: float = 0.5,
@@ -76,6 +79,8 @@ class StepLog:
         self.entries: list[tuple[int, int, list[tuple]]] = []
         self.live, self.on_batch, self.batch_steps, self.batch_s = live, on_batch, batch_steps, batch_s
         self._batch_ns = batch_s * 1e9
+        self.every = 1  # the step ends kept: the multiples of it (see the class)
+        self.last_kept: int | None = None  # the step of the last step end kept
         self.peak_every = 1  # the step peak ends at the step ends that are multiples of it (see the class)
         self.spent_ns = 0  # from each step end's clock reading to the end of this log's work there (on_batch excluded)
         self._last_live: tuple = (None, None, ())  # (step, signature, live_set()) of the last live record
@@ -99,22 +104,31 @@ class StepLog:
     def step_end(self, event: _hooks.StepEvent) -> None:
         # NOTE: runs at every step end with the step's work just done, its caches cold: every object touched costs
         step = event.step
-        end = not step % self.peak_every
-        closed = _closed
-        if closed[0] != step or closed[1] != _hooks.step_resets or (end and not closed[4]):
-            closed = _close(step, event.time_ns, end)
+        if step % self.every:
+            return
+        self.keep(step, event.time_ns)
         entries = self.entries
-        entries.append(closed[2])
-        if self.live is not None:
-            last_step, signature, live = self._last_live
-            if last_step != step - 1 or signature != closed[3]:
-                live = _memory.live_set()
-            self._last_live = (step, closed[3], live)
-            self.live.append((step, live))
-        self.spent_ns += _now() - event.time_ns
         if len(entries) >= self.batch_steps or event.time_ns - entries[0][1] >= self._batch_ns:
             _set_wall_offset()
             self.on_batch()
+
+    def keep(self, step: int, time_ns: int) -> None:
+        """Keep the figures of the step end ``step`` whose clock read ``time_ns`` (``step_end`` does, for the step
+        ends it keeps; a reader may call it for one ``every`` skipped, e.g. the last step before closing: the figures
+        are then the allocator's now). No ``on_batch`` from here."""
+        end = not step % self.peak_every
+        closed = _closed
+        if closed[0] != step or closed[1] != _hooks.step_resets or (end and not closed[4]):
+            closed = _close(step, time_ns, end)
+        self.entries.append(closed[2])
+        self.last_kept = step
+        if self.live is not None:
+            last_step, signature, live = self._last_live
+            if last_step != step - self.every or signature != closed[3]:
+                live = _memory.live_set()
+            self._last_live = (step, closed[3], live)
+            self.live.append((step, live))
+        self.spent_ns += _now() - time_ns
 
 
 _now = time.perf_counter_ns

@@ -1,6 +1,7 @@
 """Leak detection: a robust trend on live bytes per step, then attribution to the block groups that accumulate."""
 from __future__ import annotations
 
+import operator
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,7 @@ from instrumentation.format import alert_names as names
 from instrumentation.format.memory_categories import ACTIVATION, GRADIENT, INPUT, OPTIMIZER_STATE, PARAMETER
 from instrumentation.memory.trend import Trend, growth, trend
 
+RISE_SPAN = 8  # the last values of a window ``TrendWindow.rising`` looks at
 # A live block as the tracker keeps it: a tuple with these fields (its group: group_key(block)).
 BYTES, DEVICE, CATEGORY, OP, MODULE, STEP, SHAPE, DTYPE, STACK = range(9)
 
@@ -82,6 +84,15 @@ class TrendWindow:
         if len(self.steps) < settings.window_steps or (self._seen - settings.warmup_steps) % settings.check_every_steps:
             return None
         return growth(list(self.steps), list(self.values), self.min_bytes_per_step, settings.min_z)
+
+    def rising(self, span: int = RISE_SPAN) -> bool:
+        """Whether the window is not full yet, or its last ``span`` values rise: the last above the first, more rises
+        than falls between them — growth a full window may confirm (the tracker then keeps every step end)."""
+        if len(self.values) < self.settings.window_steps:
+            return True
+        last = list(self.values)[-span:]
+        rises = sum(map(operator.lt, last, last[1:]))
+        return last[-1] > last[0] and 2 * rises > len(last) - 1
 
     def observe_many(self, steps: list[int], values: list[int]) -> list[tuple[int, Trend]]:
         """``observe`` of each (step, value) in order; the (step, trend) of each check that found growth."""

@@ -53,7 +53,7 @@ class MemoryBreakdown:
 
 class _Tally:
     __slots__ = ("device", "allocated", "record_peak", "pending_peak", "written_peak", "written_at", "window",
-                 "alerted", "tags", "category_tags", "armed", "held")
+                 "alerted", "tags", "category_tags", "armed", "held", "confirm_until")
 
     def __init__(self, device: str, leak: LeakSettings | None) -> None:
         self.device = device
@@ -66,6 +66,7 @@ class _Tally:
         self.category_tags: dict[str, str] = {}  # category -> its tag (built once)
         self.armed: int | None | bool = False  # the peak capture size last asked of the allocator (False: unknown)
         self.held: tuple[int, dict[str, int]] | None = None  # the highest step peak of the steps not logged since
+        self.confirm_until = -1  # growth found over steps kept one in k: every step end is kept until this step
 
     def category_tag(self, category: str) -> str:
         tag = self.category_tags.get(category)
@@ -198,7 +199,13 @@ class MemoryTracker:
             if tally.window is not None:
                 for step, found in tally.window.observe_many(steps if indices is None else [steps[i] for i in indices],
                                                              allocated):
-                    self._report_leak(tally.device, tally, found, step)
+                    in_window = self._in_window(found)
+                    if self._known_growth(tally, in_window):
+                        continue  # the same growth as an alert already raised
+                    if found.steps[-1] - found.steps[0] == len(found.steps) - 1:
+                        self._report_leak(tally.device, tally, found, step, in_window)
+                    else:  # NOTE: growth seen one step in k: confirmed (and measured) over a window of steps
+                        tally.confirm_until = step + self.leak_settings.window_steps + self._steps.batch_steps
             self._logged_figures(tally, indices, logged_at, logged, (allocated, peaks, at_peak, live_tensors))
         logged = [row for row in logged if row[2]]  # a step before any device was allocated on has none
         logging = time.perf_counter_ns()
@@ -213,7 +220,11 @@ class MemoryTracker:
                 self._arm_peak(device, tally)
         if self._host is not None:
             self._observe_host(last_step)
-        self._account(entries, len(logged), time.perf_counter_ns() - began - run_ns + step_log_ns, run_ns)
+        # NOTE: keeping a step end and processing it is the logged steps' cost (their share of the kept ones); the
+        # others (kept before the first decision, or while live bytes rise) are every step's
+        kept_ns = time.perf_counter_ns() - began - run_ns + step_log_ns
+        logged_kept_ns = kept_ns * len(logged) // len(entries)
+        self._account(entries, len(logged), kept_ns - logged_kept_ns, run_ns + logged_kept_ns)
 
     def _columns(self, entries: list[tuple[int, float, list]]) -> dict[_Tally, tuple]:
         """Each device's figures as columns: tally → (indices into ``entries`` or None for all of them, allocated,
@@ -279,9 +290,24 @@ class MemoryTracker:
         self._last_wall = last_wall
         if self.pace.record(int(step_ns), fixed_ns, run_ns, logged, steps):
             self.pace.last.write(self.writer, last_step)
-        if self.pace.fixed or self.pace.seen_steps >= self.pace.warmup_steps:  # past the first decision, or none due
+        settled = self.pace.fixed or self.pace.seen_steps >= self.pace.warmup_steps  # past the first decision
+        if settled:
             self._steps.batch_steps = self.batch_steps
         self._steps.peak_every = self.pace.interval  # NOTE: the step peak ends at the logged steps only
+        # NOTE: the step ends kept: the logged ones; every one until the first decision and while live bytes rise
+        self._steps.every = self.pace.interval if settled and not self._rising() else 1
+
+    def _rising(self) -> bool:
+        """Whether some device's leak window (or the host RSS's) is not full yet or rises over its last step ends
+        (reads) with no leak reported on it yet, or growth found over step ends kept one in k waits for its
+        confirmation: every step end is then kept. A leak is reported from a window of steps, not intervals (its
+        bytes per step measured there), and the batches, which read the RSS, come every ``batch_steps`` steps."""
+        if self._host is not None and not self._host_alerted and self._host.rising():
+            return True
+        last_step = self._steps.last_kept or 0
+        return any(tally.window is not None and (tally.confirm_until >= last_step or
+                                                 (not tally.alerted and tally.window.rising()))
+                   for tally in self._tallies.values())
 
     def _log_steps(self, logged: list[tuple[int, float, list]], reserved: dict[str, int]) -> None:
         """The ``mem/`` scalars of the steps to log: (step, wall time, figures per device) each; ``reserved``: the
@@ -410,6 +436,9 @@ class MemoryTracker:
         hooks.remove_recorder(self)
         if self._on_flush is not None:
             self.writer.remove_flush_callback(self._process)
+        last = hooks.current_step() - 1  # the last step that ended
+        if not self._paused and self._steps.every > 1 and last >= 0 and self._steps.last_kept != last:
+            self._steps.keep(last, time.perf_counter_ns())  # its step end was skipped: its figures are now's
         self._process(final=True)
         if not self._paused:
             self._detach_recording()
@@ -497,13 +526,20 @@ class MemoryTracker:
             cached = self._group_cache[step] = (live, live_groups(live, self._stacks))
         return cached[1]
 
-    def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int) -> None:
+    def _in_window(self, found: Trend) -> list[tuple[int, tuple]]:
+        """The live-set records of the step ends kept in ``found``'s window (the group cache keeps only theirs)."""
         in_window = [(at, live) for at, live in self._group_history if found.steps[0] <= at <= found.steps[-1]]
         steps_in_window = {at for at, _ in in_window}
         for old in [at for at in self._group_cache if at not in steps_in_window]:
             del self._group_cache[old]
-        if tally.alerted and len(in_window) >= 2 and self._top_growth_alerted(device, tally, in_window):
-            return  # the same growth as an alert already raised: no attribution, no snapshot
+        return in_window
+
+    def _known_growth(self, tally: _Tally, in_window: list[tuple[int, tuple]]) -> bool:
+        """Whether the window's growth is that of an alert already raised (no attribution, no snapshot)."""
+        return bool(tally.alerted) and len(in_window) >= 2 and self._top_growth_alerted(tally.device, tally, in_window)
+
+    def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int,
+                     in_window: list[tuple[int, tuple]]) -> None:
         window = [(at, self._groups_at(at, live)) for at, live in in_window]
         groups = attribute(window, device, self.leak_settings.min_z)
         key = tuple((g.site, g.op, g.shape, g.category) for g in groups[:1])

@@ -1,5 +1,6 @@
 """The tracker under its overhead budget: one step in k logged, each logged peak the highest since the last one,
-leaks still found from every step's figures, every=k fixing the interval, its pace tags, its measured share."""
+only the logged step ends kept once settled (every one while live bytes rise: leaks are still found in a window of
+steps), every=k fixing the interval, its pace tags, its measured share."""
 from __future__ import annotations
 
 import statistics
@@ -100,25 +101,55 @@ def test_on_a_tiny_step_the_tracker_s_measured_share_stays_within_its_budget(mak
 
 
 def test_batches_are_short_until_the_pacers_first_decision_then_batch_steps_long(tmp_path):
-    """The pacer decides per batch: 16-step batches through its warm-up, ``batch_steps`` from its first decision on;
-    the step log's own cost at every step end is charged to the pacer with the batch's."""
+    """The pacer decides per batch: 16-step batches through its warm-up, ``batch_steps`` step ends kept from its
+    first decision on; what keeping the step ends cost (the step log's ``spent_ns``) is charged to the pacer with the
+    batch's processing."""
     hooks.reset_step(0)
     with SummaryWriter(tmp_path / "run") as writer:
         tracker = MemoryTracker(writer, stacks=False, leak=None, host_rss=False, batch_s=3600.0)
-        charged: list[tuple[int, int]] = []  # (fixed_ns, steps) per pacer record
-        record = tracker.pace.record
+        charged: list[tuple[int, int, int]] = []  # (fixed_ns + run_ns, steps, the step log's spent_ns) per batch
+        record, process, spent = tracker.pace.record, tracker._steps.on_batch, [0]
 
         def spy(step_ns, fixed_ns=0, run_ns=0, runs=0, steps=1):
-            charged.append((fixed_ns, steps))
+            charged.append((fixed_ns + run_ns, steps, spent[0]))
             return record(step_ns, fixed_ns, run_ns, runs, steps)
 
-        tracker.pace.record = spy
+        def on_batch() -> None:
+            spent[0] = tracker._steps.spent_ns
+            process()
+
+        tracker.pace.record, tracker._steps.on_batch = spy, on_batch
         assert tracker._steps.batch_steps == 16
         steps_with_a_spike(40, spike_at=-1)
         assert tracker.pace.last is not None and tracker._steps.batch_steps == 256
-        spent_before = tracker._steps.spent_ns
         steps_with_a_spike(300, spike_at=-1)
+        spent[0] = tracker._steps.spent_ns  # the batch close() processes
         tracker.close()
-    assert [steps for _, steps in charged[:2]] == [16, 16]
-    assert 256 in [steps for _, steps in charged[2:]]  # one full batch after the switch
-    assert spent_before > 0 and tracker._steps.spent_ns == 0  # every step end's cost was handed over
+    assert [steps for _, steps, _ in charged[:2]] == [16, 16]
+    # after the switch a batch holds 256 step ends kept (one per interval) or the steps up to close: not 16 steps
+    assert charged[2:] and charged[2][1] > 16
+    assert all(cost >= spent_ns > 0 for cost, _, spent_ns in charged[:2])  # the step ends' own cost is in
+    assert tracker._steps.spent_ns == 0  # every step end's cost was handed over
+
+
+def test_once_settled_only_the_logged_step_ends_are_kept_and_a_late_leak_brings_every_step_back(make_tracker):
+    """A healthy stretch: after the first decision and a full flat leak window the step log keeps one step end in
+    ``every``. A leak planted at step 200: the next batch sees the live bytes rise, every step end is kept again and
+    the leak is found within a leak window of steps (plus a batch), with its bytes per step."""
+    tracker = make_tracker(stacks=False, every=8, batch_steps=8, host_rss=False)
+    kept_every: dict[int, int] = {}
+    held: list = []
+
+    def on_step(step: int) -> None:
+        kept_every[step] = tracker._steps.every
+        if step >= 200:
+            held.append(engine.tensor(np.zeros(16, np.float32)))  # 64 bytes a step from step 200
+
+    train(500, on_step=on_step)
+    tracker.writer.flush()
+    assert set(kept_every[step] for step in range(120, 200)) == {8}  # settled and flat: one step end in 8
+    assert 1 in {kept_every[step] for step in range(200, 300)}  # rising: every step end again
+    leaks = [a for a in AlertReader(Path(tracker.run_dir) / ALERTS_RELPATH).read() if a.kind == "leak"]
+    assert len(leaks) == 1 and 200 + 30 <= leaks[0].step <= 200 + 30 + 2 * 8 * 8, leaks[0].step
+    assert leaks[0].evidence["bytes_per_step"] == pytest.approx(64.0, rel=0.05)
+    assert {kept_every[step] for step in range(leaks[0].step + 2 * 8 * 8, 500)} == {8}  # reported: back to 1 in 8
