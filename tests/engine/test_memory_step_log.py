@@ -145,6 +145,28 @@ def test_with_peak_every_k_the_peak_ends_at_multiples_of_k_and_runs_on_between(c
     assert [r[4] for r in both.take()] == [peak for _, _, peak, _ in oracle.steps]
 
 
+def test_with_every_k_only_multiples_of_k_are_kept_each_with_the_highest_peak_since_the_last(clean) -> None:
+    """``every = peak_every = 3``: steps 0, 3, 6 kept, each peak the highest of the steps since the last kept one;
+    ``keep(step, time_ns)`` adds a skipped one with the figures now; the live records follow the kept steps."""
+    memory.reset_step_peak("cpu")
+    live: deque = deque(maxlen=100)
+    log = StepLog(lambda: None, batch_steps=1000, batch_s=3600.0, live=live)
+    log.every = log.peak_every = 3
+    kept: list = []
+    oracle = _observed([log], lambda: _steps(8, kept))
+    records = log.take()
+    per_step = [peak for _, _, peak, _ in oracle.steps]
+    assert [r[0] for r in records] == [0, 3, 6] and [step for step, _ in live] == [0, 3, 6]
+    for step, _, _, allocated, peak, _, _ in records:
+        assert allocated == oracle.steps[step][1]
+        assert peak == max(per_step[max(step - 2, 0):step + 1]), step
+    assert log.last_kept == 6
+    log.keep(7, 0)  # step 7's end was skipped: its figures now (nothing allocated since)
+    (step, _, _, allocated, peak, _, _), = log.take()
+    assert (step, allocated, peak) == (7, oracle.steps[7][1], max(per_step[7:8]))
+    assert log.last_kept == 7 and live[-1][0] == 7
+
+
 def test_spent_ns_adds_up_the_step_ends_and_leaves_the_batch_out(clean) -> None:
     import time
 
