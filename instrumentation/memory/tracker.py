@@ -92,13 +92,15 @@ class MemoryTracker:
     ``host_every_s`` seconds passed since the last read (the leak test's warm-up and window then count reads, not
     steps; a read and its event cost ~60 µs in a training loop). ``batch_steps`` /
     ``batch_s``: the step ends' figures are processed (scalars handed to the writer, leak tests, peak snapshots)
-    every that many steps (at most ``WARMUP_BATCH_STEPS`` until the pacer's first decision, or the first batch with a
-    fixed ``every``) or seconds, on ``writer.flush()`` (a flowscope writer), ``snapshot()``, ``pause()`` and
-    ``close()``; ``host_attribution``: tracemalloc attribution. ``budget``: the share of step time the processing
-    may cost; a pacer (``instrumentation.budget``) measures it and the step time (from the step ends' wall times)
-    and logs the ``mem/`` scalars of one step in k, each logged ``peak_bytes`` (and the categories at it) being the
-    highest of the steps since the last logged one; leak tests, peak captures and OOM capture see every step.
-    ``every``: log one step in ``every`` instead (1: every step)."""
+    every that many step ends kept (at most ``WARMUP_BATCH_STEPS`` until the pacer's first decision, or the first
+    batch with a fixed ``every``) or seconds, on ``writer.flush()`` (a flowscope writer), ``snapshot()``,
+    ``pause()`` and ``close()``; ``host_attribution``: tracemalloc attribution. ``budget``: the share of step time
+    keeping and processing the step ends may cost; a pacer (``instrumentation.budget``) measures it and the step
+    time (from the step ends' wall times) and logs the ``mem/`` scalars of one step in k, each logged
+    ``peak_bytes`` (and the categories at it) being the highest of the steps since the last logged one; peak
+    captures and OOM capture see every step. Once the pacer has decided only the logged step ends are kept
+    (``StepLog.every``), and every one again while a leak window is not full or rises (``_rising``): a leak is
+    reported from a window of consecutive steps. ``every``: log one step in ``every`` instead (1: every step)."""
 
     def __init__(self, writer: Any, *, history: int = 10_000, stacks: bool = True, stack_depth: int = 4,
                  model: Any = None, leak: LeakSettings | None = LeakSettings(), peak_snapshots: bool = True,
