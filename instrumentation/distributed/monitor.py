@@ -13,8 +13,8 @@ from instrumentation.budget import Pace
 from instrumentation.distributed.checksum import ReplicaCheck
 from instrumentation.distributed.context import initialized
 from instrumentation.distributed.cpu_wait import ThreadSchedule, cpu_wait_ns
-from instrumentation.distributed.straggler import (DEFAULT_MARGIN, DEFAULT_MIN_STEPS, DEFAULT_WINDOW, StragglerRule,
-                                                   StragglerSettings)
+from instrumentation.distributed.straggler import (DEFAULT_MARGIN, DEFAULT_MIN_STEPS, DEFAULT_WARMUP_STEPS,
+                                                   DEFAULT_WINDOW, StragglerRule, StragglerSettings)
 from instrumentation.dynamics.guard import FailureReporter
 from instrumentation.format import tags as tag_names
 from instrumentation.format.alerts import Alert, AlertWriter
@@ -65,7 +65,8 @@ class RankMonitor:
 
     Every ``straggler_window`` steps the ranks all_gather the window's busy times and each decides about itself
     (``straggler``: busy ≥ (1 + ``straggler_margin``) × the other ranks' median on ≥ ``straggler_min_steps`` of the
-    window's steps; once per episode). Every ``checksum_every`` steps (0: never; needs ``model``) it logs
+    window's steps; once per episode; a window beginning before ``straggler_warmup_steps`` is not reported: the
+    first steps hold every observer's warm-up). Every ``checksum_every`` steps (0: never; needs ``model``) it logs
     ``dist/param_checksum`` and compares every parameter's crc32 with rank 0's (``replica_divergence``). Both make
     collective calls at the same steps on every rank (the engine's step numbers): create the monitor at the same step
     on every rank. Alerts go to the writer's run (``plugins/alerts/alerts.jsonl``) and to ``alerts``.
@@ -77,7 +78,8 @@ class RankMonitor:
 
     def __init__(self, writer: Any, model: Any = None, *, checksum_every: int = DEFAULT_CHECKSUM_EVERY,
                  straggler_window: int = DEFAULT_WINDOW, straggler_margin: float = DEFAULT_MARGIN,
-                 straggler_min_steps: int = DEFAULT_MIN_STEPS, group: Any = None) -> None:
+                 straggler_min_steps: int = DEFAULT_MIN_STEPS, straggler_warmup_steps: int = DEFAULT_WARMUP_STEPS,
+                 group: Any = None) -> None:
         if not isinstance(getattr(writer, "log_dir", None), str) or not callable(getattr(writer, "add_scalar", None)):
             raise TypeError(f"RankMonitor: writer must be a SummaryWriter (with log_dir and add_scalar), got "
                             f"{type(writer).__name__}")
@@ -86,7 +88,8 @@ class RankMonitor:
         if model is not None and not callable(getattr(model, "named_parameters", None)):
             raise TypeError(f"RankMonitor: model must be an engine.nn.Module, got {type(model).__name__}")
         self.writer = writer
-        self.settings = StragglerSettings(straggler_window, straggler_margin, straggler_min_steps)
+        self.settings = StragglerSettings(straggler_window, straggler_margin, straggler_min_steps,
+                                          straggler_warmup_steps)
         self.group = group if group is not None else EngineGroup()
         self.rank, self.world_size = int(self.group.rank()), int(self.group.world_size())
         self.checksum_every = checksum_every if model is not None else 0

@@ -13,6 +13,9 @@ from instrumentation.format.ranks import rank_name
 DEFAULT_WINDOW = 20  # steps between two comparisons (one all_gather of the window's busy times)
 DEFAULT_MARGIN = 0.15  # a step counts when this rank's busy time is >= (1 + margin) x the others' median there
 DEFAULT_MIN_STEPS = 16  # of the window's steps, how many must count
+# A window that begins before this step is compared but never reported: a job's first steps hold every observer's
+# warm-up (the pacers observe every step) and first-touch costs, which land on the ranks unevenly
+DEFAULT_WARMUP_STEPS = DEFAULT_WINDOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +23,7 @@ class StragglerSettings:
     window: int = DEFAULT_WINDOW
     margin: float = DEFAULT_MARGIN
     min_steps: int = DEFAULT_MIN_STEPS
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
 
     def __post_init__(self) -> None:
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 2:
@@ -30,6 +34,8 @@ class StragglerSettings:
                 or not 1 <= self.min_steps <= self.window):
             raise ValueError(f"straggler min_steps must be an integer in [1, window={self.window}], "
                              f"got {self.min_steps!r}")
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"straggler warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +72,8 @@ def compare(busy_ms: np.ndarray, rank: int, settings: StragglerSettings) -> Verd
 
 class StragglerRule:
     """Reports this rank once per episode: a window that makes it a straggler raises the alert unless the last one
-    did too; a window that does not ends the episode."""
+    did too; a window that does not ends the episode. A window beginning before ``warmup_steps`` is compared
+    (``last``) but neither reported nor counted in an episode."""
 
     def __init__(self, rank: int, world_size: int, settings: StragglerSettings) -> None:
         self.rank, self.world_size, self.settings = rank, world_size, settings
@@ -75,7 +82,7 @@ class StragglerRule:
 
     def window(self, first_step: int, last_step: int, busy_ms: np.ndarray) -> Alert | None:
         verdict = self.last = compare(busy_ms, self.rank, self.settings)
-        if verdict is None or not verdict.straggler:
+        if verdict is None or not verdict.straggler or first_step < self.settings.warmup_steps:
             self.in_episode = False
             return None
         if self.in_episode:
