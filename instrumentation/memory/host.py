@@ -47,9 +47,9 @@ class HostMemoryWatch:
             self._start_tracing(step)
         return self._window.observe(step, rss)
 
-    def rising(self) -> bool:
-        """Whether the window of reads is not full yet or its last reads rise (``TrendWindow.rising``)."""
-        return self._window.rising()
+    def wants_every_step(self) -> bool:
+        """Whether the window of reads is not full yet or its last reads rise (``TrendWindow.wants_every_step``)."""
+        return self._window.wants_every_step()
 
     def attribution(self, step: int) -> list[dict[str, Any]]:
         if self._baseline is None or step <= self._baseline_step:

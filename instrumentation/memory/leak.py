@@ -11,7 +11,7 @@ from instrumentation.format import alert_names as names
 from instrumentation.format.memory_categories import ACTIVATION, GRADIENT, INPUT, OPTIMIZER_STATE, PARAMETER
 from instrumentation.memory.trend import Trend, growth, trend
 
-RISE_SPAN = 8  # the last values of a window ``TrendWindow.rising`` looks at
+RISE_SPAN = 8  # the last values of a window ``TrendWindow.wants_every_step`` looks at
 # A live block as the tracker keeps it: a tuple with these fields (its group: group_key(block)).
 BYTES, DEVICE, CATEGORY, OP, MODULE, STEP, SHAPE, DTYPE, STACK = range(9)
 
@@ -85,9 +85,9 @@ class TrendWindow:
             return None
         return growth(list(self.steps), list(self.values), self.min_bytes_per_step, settings.min_z)
 
-    def rising(self, span: int = RISE_SPAN) -> bool:
-        """Whether the window is not full yet, or its last ``span`` values rise: the last above the first, more rises
-        than falls between them — growth a full window may confirm (the tracker then keeps every step end)."""
+    def wants_every_step(self, span: int = RISE_SPAN) -> bool:
+        """Whether the window is not full yet, or its last ``span`` values rise (the last above the first, more rises
+        than falls between them: growth a full window may confirm). The tracker then keeps every step end."""
         if len(self.values) < self.settings.window_steps:
             return True
         last = list(self.values)[-span:]

@@ -99,7 +99,7 @@ class MemoryTracker:
     time (from the step ends' wall times) and logs the ``mem/`` scalars of one step in k, each logged
     ``peak_bytes`` (and the categories at it) being the highest of the steps since the last logged one; peak
     captures and OOM capture see every step. Once the pacer has decided only the logged step ends are kept
-    (``StepLog.every``), and every one again while a leak window is not full or rises (``_rising``): a leak is
+    (``StepLog.every``), and every one again while a leak window is not full or rises (``_wants_every_step``): a leak is
     reported from a window of consecutive steps. ``every``: log one step in ``every`` instead (1: every step)."""
 
     def __init__(self, writer: Any, *, history: int = 10_000, stacks: bool = True, stack_depth: int = 4,
@@ -297,18 +297,18 @@ class MemoryTracker:
             self._steps.batch_steps = self.batch_steps
         self._steps.peak_every = self.pace.interval  # NOTE: the step peak ends at the logged steps only
         # NOTE: the step ends kept: the logged ones; every one until the first decision and while live bytes rise
-        self._steps.every = self.pace.interval if settled and not self._rising() else 1
+        self._steps.every = self.pace.interval if settled and not self._wants_every_step() else 1
 
-    def _rising(self) -> bool:
+    def _wants_every_step(self) -> bool:
         """Whether some device's leak window (or the host RSS's) is not full yet or rises over its last step ends
         (reads) with no leak reported on it yet, or growth found over step ends kept one in k waits for its
         confirmation: every step end is then kept. A leak is reported from a window of steps, not intervals (its
         bytes per step measured there), and the batches, which read the RSS, come every ``batch_steps`` steps."""
-        if self._host is not None and not self._host_alerted and self._host.rising():
+        if self._host is not None and not self._host_alerted and self._host.wants_every_step():
             return True
         last_step = self._steps.last_kept or 0
         return any(tally.window is not None and (tally.confirm_until >= last_step or
-                                                 (not tally.alerted and tally.window.rising()))
+                                                 (not tally.alerted and tally.window.wants_every_step()))
                    for tally in self._tallies.values())
 
     def _log_steps(self, logged: list[tuple[int, float, list]], reserved: dict[str, int]) -> None:

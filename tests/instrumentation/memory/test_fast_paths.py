@@ -204,3 +204,21 @@ def test_snapshot_history_lists_allocations_and_frees_with_their_op(make_tracker
     assert got and got == recorder.events[-len(got):]
     assert {"alloc", "free"} <= {action for action, *_ in got}
     assert all(later.t >= earlier.t >= 0 for earlier, later in zip(snapshot.history, snapshot.history[1:]))
+
+
+def test_a_window_wants_every_step_while_it_fills_and_while_its_last_values_rise() -> None:
+    settings = LeakSettings(warmup_steps=0, window_steps=10)
+    window = TrendWindow(settings)
+    for step in range(9):
+        window.observe(step, 100)
+        assert window.wants_every_step()  # not full yet
+    window.observe(9, 100)
+    assert not window.wants_every_step()  # full and flat
+    for step, value in zip(range(10, 13), (100, 96, 104)):  # flat, a dip, a rise
+        window.observe(step, value)
+    assert window.wants_every_step() is False  # 104 > 100 but only one rise in seven
+    for step in range(13, 17):
+        window.observe(step, 104 + step)  # four rises more
+    assert window.wants_every_step()
+    window.observe(17, 0)  # the last below the first of the span
+    assert not window.wants_every_step()
