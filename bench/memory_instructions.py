@@ -1,7 +1,7 @@
 """Memory tracker cost per step in CPU instructions (valgrind callgrind): deterministic where wall times are not.
 
-Run ``python bench/memory_instructions.py [--root DIR] [--variants off,stacks_off,stacks_on]``. Each variant runs
-the tiny digits-MLP step of ``bench/memory_overhead.py`` (64-128-10, batch 64, Adam) under ``valgrind
+Run ``python bench/memory_instructions.py [--root DIR] [--variants off,stacks_off,stacks_on,stacks_off_no_rss]``.
+Each variant runs the tiny digits-MLP step of ``bench/memory_overhead.py`` (64-128-10, batch 64, Adam) under ``valgrind
 --tool=callgrind`` twice (``--short`` and ``--long`` steps after the same warm-up and a ``gc.freeze()``, one BLAS
 thread, ``PYTHONHASHSEED=0``, a real ``SummaryWriter`` flushed at the end so its thread's work is counted); the
 difference of the two instruction totals divided by the difference of the step counts is the cost of one step,
@@ -20,7 +20,9 @@ import tempfile
 
 import callgrind
 
-VARIANTS = ("off", "stacks_off", "stacks_on")
+# stacks_off_no_rss: no host RSS reads, whose leak window (40 reads, one per batch) keeps every step end until it
+# is full: with it the tracker reaches its steady state (one step end kept in k) within the warm-up here
+VARIANTS = ("off", "stacks_off", "stacks_on", "stacks_off_no_rss")
 
 
 def inner(variant: str, steps: int, warmup: int, every: int | None) -> None:
@@ -34,8 +36,9 @@ def inner(variant: str, steps: int, warmup: int, every: int | None) -> None:
     step = make_step((128,), 64)
     with tempfile.TemporaryDirectory() as logdir:
         writer = SummaryWriter(logdir)
-        if variant in ("stacks_off", "stacks_on"):
-            MemoryTracker(writer, stacks=variant == "stacks_on", batch_s=1e9, host_every_s=1e9, every=every)
+        if variant in ("stacks_off", "stacks_on", "stacks_off_no_rss"):
+            MemoryTracker(writer, stacks=variant == "stacks_on", batch_s=1e9, host_every_s=1e9, every=every,
+                          host_rss=variant != "stacks_off_no_rss")
         elif variant != "off":
             raise SystemExit(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
         for _ in range(warmup):

@@ -1,7 +1,8 @@
 """What watch() costs per training step: digits MLP and CNN with watch off, with defaults, with check_numerics.
 
 Run ``python bench/watch_overhead.py [--seconds 60] [--block-ms 200]``. One BLAS thread, one process and one writer
-per model. Each variant's handle is created once, run for ``WARM_STEPS`` (its pacers settle) and paused; then,
+per model. Each variant's handle is created once, run for ``WARM_STEPS`` (its pacers settle; its memory tracker, if
+any, until it is ``settled``: the rows are the steady state) and paused; then,
 pair after pair for about ``--seconds`` per model, each variant is resumed for a block of steps (about
 ``--block-ms``) next to an "off" block as long, in alternating order (``Watch.pause()``/``resume()``), so the
 machine's drift between pairs cancels out. Each block ends with ``writer.flush()``: the writer thread's work for a
@@ -136,6 +137,7 @@ def step_function(model: nn.Module, batches: list[tuple[Any, Any]]) -> tuple[Cal
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # cpu: every thread of the process, the writer's too
 MIN_PAIRS = 5
 MIN_BLOCK_STEPS = 16
+SETTLE_MAX_STEPS = 40_000  # a memory tracker keeps every step end until its leak windows are full (docs/memory.md)
 
 
 def timed_block(step: Callable[[Any], None], handle: Any, steps: int, writer: SummaryWriter,
@@ -163,6 +165,11 @@ def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, secon
             handle = ArrayWorkFloor(model) if name == FLOOR else watch(model, writer, optimizer=optimizer, **options)
             for _ in range(WARM_STEPS):
                 step(handle)
+            for tracker in getattr(handle, "attached", ()):  # its memory tracker, until it keeps one step end in k
+                for _ in range(SETTLE_MAX_STEPS if not getattr(tracker, "settled", True) else 0):
+                    step(handle)
+                    if tracker.settled:
+                        break
             handle.pause()
             handles[name] = handle
         times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in handles}

@@ -156,6 +156,11 @@ class Watch:
         self._components.append(component)
         return component
 
+    @property
+    def attached(self) -> tuple[Any, ...]:
+        """The components attached to this handle (``attach``; ``watch()`` attaches its memory tracker there)."""
+        return tuple(self._components)
+
     def serve_captures(self, capture: Any) -> Any:
         """Attach ``capture`` (an ``OnDemandCapture``, not started) and call its ``check()`` at the end of each
         sampled step (it looks for a request at most every ``check_interval_ms``); returns it."""

@@ -390,6 +390,17 @@ class MemoryTracker:
                                           history=self._history_now(), origin_ns=self._origin_ns,
                                           names=parameter_names(self.model), peak_bytes=self._peak(device)))
 
+    @property
+    def kept_every(self) -> int:
+        """The step ends kept now: one in this many (1 while a leak window fills or rises: see the class)."""
+        return self._steps.every
+
+    @property
+    def settled(self) -> bool:
+        """Whether it keeps only the step ends it logs (its steady state: past the filling of its leak windows and
+        the pacer's first decision, nothing rising)."""
+        return self._steps.every == self.pace.interval and self.pace.last is not None
+
     def breakdown(self, device: str = "cpu") -> MemoryBreakdown:
         by_module: dict[str, int] = {}
         for block in self._live_now().values():

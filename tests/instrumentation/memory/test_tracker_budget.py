@@ -138,16 +138,19 @@ def test_once_settled_only_the_logged_step_ends_are_kept_and_a_late_leak_brings_
     the leak is found within a leak window of steps (plus a batch), with its bytes per step."""
     tracker = make_tracker(stacks=False, every=8, batch_steps=8, host_rss=False)
     kept_every: dict[int, int] = {}
+    settled: dict[int, bool] = {}
     held: list = []
 
     def on_step(step: int) -> None:
-        kept_every[step] = tracker._steps.every
+        kept_every[step] = tracker.kept_every
+        settled[step] = tracker.settled
         if step >= 200:
             held.append(engine.tensor(np.zeros(16, np.float32)))  # 64 bytes a step from step 200
 
     train(500, on_step=on_step)
     tracker.writer.flush()
     assert set(kept_every[step] for step in range(120, 200)) == {8}  # settled and flat: one step end in 8
+    assert not settled[0] and all(settled[step] for step in range(120, 200))
     assert 1 in {kept_every[step] for step in range(200, 300)}  # rising: every step end again
     leaks = [a for a in AlertReader(Path(tracker.run_dir) / ALERTS_RELPATH).read() if a.kind == "leak"]
     assert len(leaks) == 1 and 200 + 30 <= leaks[0].step <= 200 + 30 + 2 * 8 * 8, leaks[0].step
