@@ -279,12 +279,12 @@ class Watch:
         """Report the rule's alerts and observe the next steps whatever the interval, from the step now."""
         for alert in alerts:
             self._report(alert)
-        if not self._pace.fixed:
+        if not self._pace.fixed and not self.paused:
             now = hooks.current_step()
             self._burst_until = max(self._burst_until, now + BURST_STEPS)
             if hooks.step_is_open():  # its end arms the steps after it (_next_sample)
                 self._wake_step = min(self._wake_step, now)
-            elif self._armed_step < now:  # between steps: observe the next one
+            elif self._stats_step != now:  # between steps: observe the next one (armed already maybe, for histograms)
                 self._arm(now)
 
     # ---- engine.fit callback ----------------------------------------------------------------------------

@@ -117,3 +117,37 @@ def test_resuming_between_due_steps_arms_the_step_before_the_next_due_one(tmp_pa
     handle, seen = run(tmp_path, 40, on_step=pausing(3, 13), every=10)
     assert [s["step"] for s in seen if s["forward_hooks"]] == [0, 20, 30]
     assert sorted(read_scalars(tmp_path)["grad_norm/0.weight"]) == [0, 20, 30]
+
+
+def test_a_spike_between_steps_gets_the_next_steps_statistics_even_if_it_is_armed_for_histograms_only(tmp_path):
+    """The next step may already be armed for its histograms alone (the two pacers' intervals differ): a loss spike
+    logged between steps must still get that step's statistics (the evidence of what goes wrong)."""
+    spikes: list[int] = []
+
+    def on_step(step: int, model: Any, handle: Any) -> None:
+        if step == 60:  # past the warm-up: statistics rare, histograms at every step (the pacers decide no more)
+            for pace, interval in ((handle._pace, 1000), (handle._histogram_pace, 1)):
+                pace.interval, pace.record = interval, lambda *args, **kwargs: False
+            handle._wake_step = min(handle._wake_step, step)  # this step's end arms the next by these intervals
+        if step == 64:  # between steps 63 and 64: step 64 is armed (histograms), not for statistics
+            assert handle._armed_step == 64 and handle._stats_step == -1
+            handle.log_loss(1e6, 63)
+            spikes.append(step)
+
+    handle, seen = run(tmp_path, 66, on_step=on_step, budget=0.05, histograms_every=1)
+    assert spikes == [64] and [a.kind for a in handle.alerts] == ["loss_spike"]
+    scalars = read_scalars(tmp_path)
+    assert 64 in scalars["grad_norm/0.weight"] and 65 in scalars["grad_norm/0.weight"]  # the burst's steps
+
+
+def test_a_spike_logged_while_paused_is_reported_and_arms_nothing(tmp_path):
+    pause = pausing(10, 20)
+
+    def on_step(step: int, model: Any, handle: Any) -> None:
+        pause(step, model, handle)
+        if step == 15:
+            handle.log_loss(1e6, 14)
+
+    handle, seen = run(tmp_path, 25, on_step=on_step, budget=0.05)
+    assert [a.kind for a in handle.alerts] == ["loss_spike"]
+    assert all(s["recorders"] == [] and s["forward_hooks"] == 0 for s in seen if 10 <= s["step"] < 20), seen
