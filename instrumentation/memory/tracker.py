@@ -399,7 +399,8 @@ class MemoryTracker:
     def settled(self) -> bool:
         """Whether it keeps only the step ends it logs (its steady state: past the filling of its leak windows and
         the pacer's first decision, nothing rising)."""
-        return self._steps.every == self.pace.interval and self.pace.last is not None
+        past_warmup = self.pace.fixed or self.pace.seen_steps >= self.pace.warmup_steps
+        return past_warmup and self._steps.every == self.pace.interval
 
     def breakdown(self, device: str = "cpu") -> MemoryBreakdown:
         by_module: dict[str, int] = {}

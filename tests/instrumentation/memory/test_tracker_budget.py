@@ -156,3 +156,14 @@ def test_once_settled_only_the_logged_step_ends_are_kept_and_a_late_leak_brings_
     assert len(leaks) == 1 and 200 + 30 <= leaks[0].step <= 200 + 30 + 2 * 8 * 8, leaks[0].step
     assert leaks[0].evidence["bytes_per_step"] == pytest.approx(64.0, rel=0.05)
     assert {kept_every[step] for step in range(leaks[0].step + 2 * 8 * 8, 500)} == {8}  # reported: back to 1 in 8
+
+
+def test_a_paced_tracker_is_not_settled_during_its_warm_up_nor_while_its_windows_fill(tmp_path):
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path / "run") as writer:
+        tracker = MemoryTracker(writer, stacks=False, host_rss=False, batch_steps=8)
+        steps_with_a_spike(20, spike_at=-1)  # the pacer's warm-up (32 steps): every step observed, interval 1
+        assert tracker.pace.last is not None and tracker.pace.interval == 1 and not tracker.settled
+        steps_with_a_spike(200, spike_at=-1)
+        assert tracker.settled and tracker.kept_every == tracker.pace.interval  # flat, its leak window full
+        tracker.close()
