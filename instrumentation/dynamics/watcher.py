@@ -23,6 +23,7 @@ from instrumentation.budget import Pacer
 from instrumentation.dynamics.activations import activation_stats, activation_tags, watched_layers
 from instrumentation.dynamics.detectors import DynamicsRules
 from instrumentation.dynamics.guard import FailureReporter
+from instrumentation.dynamics.histograms import write_histogram
 from instrumentation.dynamics.nonfinite_counts import NonfiniteCounts
 from instrumentation.dynamics.numerics import LOG_SPAN, NumericsObserver
 from instrumentation.dynamics.parameters import ParameterTracker
@@ -436,10 +437,10 @@ class Watch:
 
     def _histograms(self, step: int) -> None:
         self._scalars.flush()  # keep the file's order: this step's scalars so far, then the histograms
-        for name, param in self._named_parameters:
-            self.writer.add_histogram(tag_names.WEIGHT + name, param.numpy(), step)
+        for name, param in self._named_parameters:  # NOTE: bucketed here, where the histogram pacer times it
+            write_histogram(self.writer, tag_names.WEIGHT + name, param.numpy(), step)
             if param.grad is not None:
-                self.writer.add_histogram(tag_names.GRAD + name, param.grad.numpy(), step)
+                write_histogram(self.writer, tag_names.GRAD + name, param.grad.numpy(), step)
 
     def _optimizer_step_end(self, event: hooks.OptimizerEvent) -> None:
         if self.optimizer is not None and event.optimizer is not self.optimizer:
