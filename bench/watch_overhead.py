@@ -34,6 +34,8 @@ from engine.nn import functional as F  # noqa: E402
 from instrumentation import SummaryWriter, watch  # noqa: E402
 from instrumentation.dynamics.segment_stats import Segments, pack, segment_stats  # noqa: E402
 
+from bench.memory_overhead import settle  # noqa: E402  (a memory tracker until it is settled)
+
 BATCH = 64
 FLOOR = "floor: the stats' NumPy calls only"
 NEVER_THINNED = "loss + step_end only (every=1000)"
@@ -137,7 +139,6 @@ def step_function(model: nn.Module, batches: list[tuple[Any, Any]]) -> tuple[Cal
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # cpu: every thread of the process, the writer's too
 MIN_PAIRS = 5
 MIN_BLOCK_STEPS = 16
-SETTLE_MAX_STEPS = 40_000  # a memory tracker keeps every step end until its leak windows are full (docs/memory.md)
 
 
 def timed_block(step: Callable[[Any], None], handle: Any, steps: int, writer: SummaryWriter,
@@ -165,11 +166,8 @@ def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, secon
             handle = ArrayWorkFloor(model) if name == FLOOR else watch(model, writer, optimizer=optimizer, **options)
             for _ in range(WARM_STEPS):
                 step(handle)
-            for tracker in getattr(handle, "attached", ()):  # its memory tracker, until it keeps one step end in k
-                for _ in range(SETTLE_MAX_STEPS if not getattr(tracker, "settled", True) else 0):
-                    step(handle)
-                    if tracker.settled:
-                        break
+            for component in getattr(handle, "attached", ()):  # its memory tracker, until it keeps one step end in k
+                settle(lambda: step(handle), component)
             handle.pause()
             handles[name] = handle
         times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in handles}

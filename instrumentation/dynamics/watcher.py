@@ -196,16 +196,12 @@ class Watch:
             return
         self.paused = True
         hooks.remove_recorder(self)
-        hooks.remove_recorder(self._sampler)
-        self._sampler_added = False
-        self._remove_forward_hooks()
-        self._armed_step, self._stats_step, self._histograms_step = -1, -1, -1
-        self._tracking = False
+        self._disarm(self._wake_step)
+        hooks.remove_recorder(self._sampler)  # NOTE: with check_numerics too (_disarm keeps it then)
+        self._sampler_added = self._tracking = False
         if self.numerics is not None:
             self.numerics.detach()
-        for component in self._components:
-            if callable(getattr(component, "pause", None)):
-                self._guard.call(f"pausing {type(component).__name__}", component.pause)
+        self._call_components("pause")
         self._hand_over()
 
     def resume(self) -> None:
@@ -214,9 +210,7 @@ class Watch:
         if not self.paused or self.closed:
             return
         self.paused = False
-        for component in self._components:
-            if callable(getattr(component, "resume", None)):
-                self._guard.call(f"resuming {type(component).__name__}", component.resume)
+        self._call_components("resume")
         hooks.add_recorder(self)
         if self.numerics is not None:
             self.numerics.attach()
@@ -229,6 +223,12 @@ class Watch:
             self._arm(step)
         else:
             self._disarm(upcoming - 1)
+
+    def _call_components(self, method: str) -> None:
+        """``method()`` of each attached component that has it (``pause``/``resume``), failures reported once."""
+        for component in self._components:
+            if callable(getattr(component, method, None)):
+                self._guard.call(f"{method} of {type(component).__name__}", getattr(component, method))
 
     def _hand_over(self) -> None:
         """Give the writer the scalars and losses kept so far (at ``close()`` and each writer ``flush()``)."""

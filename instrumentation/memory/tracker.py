@@ -292,12 +292,16 @@ class MemoryTracker:
         self._last_wall = last_wall
         if self.pace.record(int(step_ns), fixed_ns, run_ns, logged, steps):
             self.pace.last.write(self.writer, last_step)
-        settled = self.pace.fixed or self.pace.seen_steps >= self.pace.warmup_steps  # past the first decision
-        if settled:
+        decided = self._past_first_decision()
+        if decided:
             self._steps.batch_steps = self.batch_steps
         self._steps.peak_every = self.pace.interval  # NOTE: the step peak ends at the logged steps only
         # NOTE: the step ends kept: the logged ones; every one until the first decision and while live bytes rise
-        self._steps.every = self.pace.interval if settled and not self._wants_every_step() else 1
+        self._steps.every = self.pace.interval if decided and not self._wants_every_step() else 1
+
+    def _past_first_decision(self) -> bool:
+        """Whether the pacer has made its first decision after its warm-up (or, with a fixed ``every``, needs none)."""
+        return self.pace.fixed or self.pace.seen_steps >= self.pace.warmup_steps
 
     def _wants_every_step(self) -> bool:
         """Whether some device's leak window (or the host RSS's) is not full yet or rises over its last step ends
@@ -399,8 +403,7 @@ class MemoryTracker:
     def settled(self) -> bool:
         """Whether it keeps only the step ends it logs (its steady state: past the filling of its leak windows and
         the pacer's first decision, nothing rising)."""
-        past_warmup = self.pace.fixed or self.pace.seen_steps >= self.pace.warmup_steps
-        return past_warmup and self._steps.every == self.pace.interval
+        return self._past_first_decision() and self._steps.every == self.pace.interval
 
     def breakdown(self, device: str = "cpu") -> MemoryBreakdown:
         by_module: dict[str, int] = {}
