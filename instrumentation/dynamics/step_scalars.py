@@ -1,7 +1,6 @@
 """StepScalars: collects one step's scalars and hands them to the writer in one call when the step ends."""
 from __future__ import annotations
 
-import time
 from typing import Any, Sequence
 
 
@@ -44,43 +43,18 @@ class StepScalars:
 
 
 class ScalarSeries:
-    """One tag's values at successive steps (the loss), handed to the writer as one ``add_scalar_rows`` item (bulk
-    encoded on the writer thread) every ``batch`` values and on ``flush()``; ``add_scalar`` per value for a writer
-    without it. Each value keeps the wall time it was added at."""
+    """One tag's values at successive steps (the loss), each with the wall time it was taken at, handed to the
+    writer in batches: one ``add_scalar_column`` item per ``write`` (framed at once on the writer thread), or
+    ``add_scalar`` per value (at the writer's own wall time) for a writer without it."""
 
-    def __init__(self, writer: Any, tag: str, batch: int = 64) -> None:
-        self.writer, self.tags, self.batch = writer, (tag,), batch
-        self._add_rows = getattr(writer, "add_scalar_rows", None)
-        self.values: list[float] = []
-        self.steps: list[int] = []
-        self.walls: list[float] = []
+    def __init__(self, writer: Any, tag: str) -> None:
+        self.writer, self.tag = writer, tag
+        self._add_column = getattr(writer, "add_scalar_column", None)
 
-    def add(self, value: float, step: int) -> None:
-        if self._add_rows is None:
-            self.writer.add_scalar(self.tags[0], value, step)
+    def write(self, values: Sequence[float], steps: Sequence[int], walls: Sequence[float]) -> None:
+        if self._add_column is not None:
+            self._add_column(self.tag, values, steps, walls)
             return
-        self.values.append(value)
-        self.steps.append(step)
-        self.walls.append(_wall())
-        if len(self.steps) >= self.batch:
-            self.flush()
+        for value, step in zip(values, steps):  # NOTE: a writer without add_scalar_column may take no wall time
+            self.writer.add_scalar(self.tag, value, step)
 
-    def flush(self) -> None:
-        if self.steps:
-            values, steps, walls, self.values, self.steps, self.walls = self.values, self.steps, self.walls, [], [], []
-            self._add_rows(self.tags, [[value] for value in values], steps, walls)
-
-    def extend(self, values: list[float], steps: list[int], walls: list[float]) -> None:
-        """``add`` for several values, each with the wall time it was taken at."""
-        if self._add_rows is None:
-            for value, step in zip(values, steps):
-                self.writer.add_scalar(self.tags[0], value, step)
-            return
-        self.values += values
-        self.steps += steps
-        self.walls += walls
-        if len(self.steps) >= self.batch:
-            self.flush()
-
-
-_wall = time.time

@@ -36,7 +36,7 @@ from instrumentation.profiler.spans import log_end, recording
 LOSS_TAG, LEARNING_RATE_TAG = "train/loss", "train/learning_rate"
 _NEG_INF = float("-inf")
 HISTOGRAMS_SHARE = 0.15  # of a Watch's budget, for its histograms; the rest for the per-step statistics
-LOSS_BATCH = 64  # losses handed to the writer in one item (one add_scalar_rows)
+LOSS_BATCH = 64  # losses handed to the writer in one item (one add_scalar_column)
 LOSS_LATENCY_S = 2.0  # losses older than this are handed to the writer at a sampled step's end
 BURST_STEPS = 32  # after a loss spike, steps observed whatever the interval: the evidence of what goes wrong
 # Of the budget, what the handle's measured work may take: it times all it does at every step and on sampled steps;
@@ -270,11 +270,10 @@ class Watch:
 
     def _write_losses(self) -> None:
         self._wall_offset_s = _wall() - _now_ns() * 1e-9  # the two clocks drift apart slowly: set again per batch
-        if self._kept_losses:
-            values, steps, walls = (list(column) for column in zip(*self._kept_losses))
+        kept = self._kept_losses
+        if kept:
             self._kept_losses = []
-            self._losses.extend(values, steps, walls)
-            self._losses.flush()
+            self._losses.write(*zip(*kept))  # NOTE: the columns as tuples, by zip in C; the writer copies them
 
     def _on_spike(self, alerts: Any) -> None:
         """Report the rule's alerts and observe the next steps whatever the interval, from the step now."""

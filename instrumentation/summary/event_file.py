@@ -193,6 +193,9 @@ class AsyncEventWriter:
             if build is scalar_rows:  # SummaryWriter.add_scalar_rows
                 batch.scalars.add_rows(*args)
                 continue
+            if build is scalar_column:  # SummaryWriter.add_scalar_column
+                batch.scalars.add_column(*args)
+                continue
             if build is scalar_event:
                 batch.scalars.add(*args)
                 continue
@@ -289,6 +292,11 @@ def scalar_events(tags: list[str], values: list[float], step: int, wall_time: fl
 def scalar_rows(tags: tuple[str, ...], rows: list[list[float]], steps: list[int], walls: list[float]) -> list[bytes]:
     """Queue marker of several steps' scalars (one event per row), like ``scalar_events``."""
     return [ScalarRecordEncoder.many(list(tags), row, step, wall) for row, step, wall in zip(rows, steps, walls)]
+
+
+def scalar_column(tag: str, values: list[float], steps: list[int], walls: list[float]) -> list[bytes]:
+    """Queue marker of one tag's values at several steps (one event per value), like ``scalar_event``."""
+    return [ScalarRecordEncoder.one(tag, value, step, wall) for value, step, wall in zip(values, steps, walls)]
 
 
 class _Pending:

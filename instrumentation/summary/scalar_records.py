@@ -17,6 +17,7 @@ from google_crc32c import value as crc32c
 
 from instrumentation.format.records import record_header
 from instrumentation.summary.builders import ScalarEventBuilder
+from instrumentation.summary.scalar_frames import BlockLayout, has_walls, step_lengths
 from instrumentation.summary.wire import INT64_MAX, INT64_MIN, varint
 
 _WALL_KEY, _STEP_KEY, _SUMMARY_KEY, _VALUE_KEY, _TAG_KEY, _SIMPLE_VALUE_KEY = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x15
@@ -24,6 +25,7 @@ _CRC = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8  # TFRecord's CRC mask (records.masked_crc32c)
 _VARINT_1 = [bytes((step,)) for step in range(128)]
 _ORACLE = ScalarEventBuilder()
+BLOCK_MIN_ROWS = 24  # fewer rows: one record at a time (the block's dozen NumPy calls cost more below ~20 rows)
 
 
 def _step_bytes(step: int) -> int:
@@ -48,7 +50,8 @@ class _EventLayout:
     """The framed record of an Event holding one ``simple_value`` per tag, for a step varint length (0: step 0,
     omitted) and wall time present or not."""
 
-    __slots__ = ("step_bytes", "header", "pack", "args", "wall_arg", "step_arg", "first_value_arg")
+    __slots__ = ("step_bytes", "header", "pack", "args", "wall_arg", "step_arg", "first_value_arg", "_pieces",
+                 "_block")
 
     def __init__(self, tags: list[str], step_bytes: int, has_wall: bool) -> None:
         pieces: list[tuple[str, bytes]] = []  # (kind, bytes): constants, and zeros where the wall/step/values go
@@ -79,6 +82,21 @@ class _EventLayout:
         self.first_value_arg = kinds.index("value")  # from here on: value, constant, value, ..., value
         self.step_bytes = step_bytes
         self.header = record_header(sum(len(payload) for _, payload in merged))
+        self._pieces, self._block = merged, None
+
+    def block(self) -> BlockLayout:
+        """This layout for framing many events at once (built on first use)."""
+        if self._block is None:
+            offsets: dict[str, list[int]] = {"wall": [], "step": [], "value": []}
+            offset = 0
+            for kind, payload in self._pieces:
+                if kind in offsets:
+                    offsets[kind].append(offset)
+                offset += len(payload)
+            self._block = BlockLayout(self.header, b"".join(payload for _, payload in self._pieces),
+                                      (offsets["wall"] or [-1])[0], (offsets["step"] or [-1])[0], self.step_bytes,
+                                      offsets["value"])
+        return self._block
 
     def record(self, values: list[float], step: int, wall_time: float) -> bytes:
         """One framed record (values beyond float32 become ±inf, as protobuf's float field makes them)."""
@@ -100,8 +118,10 @@ class _EventLayout:
 
 
 class ScalarRecordEncoder:
-    """Collects scalar events (``add``: one value, ``add_many``: one step's values) and ``take()``s them as framed
-    records, one per call, in the order they were added. Keeps the layouts of each list of tags across batches."""
+    """Collects scalar events (``add``: one value, ``add_many``: one step's values, ``add_rows``: several steps'
+    values of the same tags) and ``take()``s them as framed records, one per event, in the order they were added.
+    Keeps the layouts of each list of tags across batches. ``add_rows`` of ``BLOCK_MIN_ROWS`` rows or more is framed
+    at once (``scalar_frames``), the rest one event at a time at ``take``."""
 
     def __init__(self) -> None:
         self._layouts: dict[tuple[int, int, bool], _EventLayout] = {}
@@ -118,10 +138,12 @@ class ScalarRecordEncoder:
         self._steps: list[int] = []
         self._walls: list[float] = []
         self._counts: list[int] = []
+        self._framed: list[bytes] = []  # framed records of the events added before those in the lists above
+        self._framed_events = 0
 
     def __len__(self) -> int:
         """Records (events) waiting."""
-        return len(self._steps)
+        return len(self._steps) + self._framed_events
 
     @staticmethod
     def one(tag: str, value: float, step: int, wall_time: float) -> bytes:
@@ -140,8 +162,7 @@ class ScalarRecordEncoder:
     def add(self, tag: str, value: float, step: int, wall_time: float) -> None:
         self.add_many([tag], [value], step, wall_time)
 
-    def add_many(self, tags: list[str], values: list[float], step: int, wall_time: float) -> None:
-        """One Event of ``tags`` and ``values`` (aligned, at least one) at one step and wall time."""
+    def _list_id(self, tags: list[str] | tuple[str, ...]) -> int:
         if tags is not self._last_tuple:  # NOTE: a tuple passed again (add_scalar_rows) needs no comparison
             key = tags if tags.__class__ is tuple else tuple(tags)
             if key != self._last_key:
@@ -151,24 +172,76 @@ class ScalarRecordEncoder:
                     self._lists.append(list(tags))
                 self._last_id, self._last_key = known, key
             self._last_tuple = tags if tags.__class__ is tuple else None
-        self._list_ids.append(self._last_id)
+        return self._last_id
+
+    def add_many(self, tags: list[str], values: list[float], step: int, wall_time: float) -> None:
+        """One Event of ``tags`` and ``values`` (aligned, at least one) at one step and wall time."""
+        self._list_ids.append(self._list_id(tags))
         self._values += values
         self._steps.append(step)
         self._walls.append(wall_time)
         self._counts.append(len(values))
 
     def add_rows(self, tags: tuple[str, ...], rows: list[list[float]], steps: list[int], walls: list[float]) -> None:
-        """One ``add_many`` per row."""
+        """One ``add_many`` per row (rows of ``len(tags)`` values)."""
+        if len(steps) >= BLOCK_MIN_ROWS and self._add_block(tags, rows, steps, walls):
+            return
         add_many = self.add_many
         for row, step, wall_time in zip(rows, steps, walls):
             add_many(tags, row, step, wall_time)
 
+    def add_column(self, tag: str, values: list[float], steps: list[int], walls: list[float]) -> None:
+        """One ``add`` per value."""
+        tags = (tag,)
+        if len(steps) >= BLOCK_MIN_ROWS and self._add_block(tags, values, steps, walls):
+            return
+        for value, step, wall_time in zip(values, steps, walls):
+            self.add_many(tags, [value], step, wall_time)
+
+    def _add_block(self, tags: tuple[str, ...], rows: list, steps: list[int], walls: list[float]) -> bool:
+        """Frame the rows (or one tag's values) at once (False: a step beyond int64, left to the one-by-one path, which drops it)."""
+        try:
+            step_array = np.asarray(steps, dtype=np.int64)
+        except OverflowError:
+            return False
+        values = np.asarray(rows, dtype="<f8").reshape(len(steps), len(tags))
+        wall_array = np.asarray(walls, dtype="<f8")
+        list_id = self._list_id(tags)
+        if self._steps:  # NOTE: what came before is framed first: the file keeps the order events were added in
+            self._framed.append(self._take_lists())
+        first, last = int(step_array[0]), int(step_array[-1])
+        if 0 < first <= last and _step_bytes(first) == _step_bytes(last) and wall_array.all() and \
+                (step_array[1:] >= step_array[:-1]).all():  # NOTE: the common block: rising steps, one layout
+            runs = [(0, len(steps), _step_bytes(first), True)]
+        else:
+            lengths, walled = step_lengths(step_array), has_walls(wall_array)
+            keys = lengths * 2 + walled
+            cuts = (np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist()  # runs of one layout, in order
+            runs = [(start, stop, int(lengths[start]), bool(walled[start]))
+                    for start, stop in zip([0, *cuts], [*cuts, len(steps)])]
+        layouts = self._layouts
+        for start, stop, step_bytes, walled_run in runs:
+            key = (list_id, step_bytes, walled_run)
+            layout = layouts.get(key) or self._layout(key)
+            self._framed.append(layout.block().frame(values[start:stop], step_array[start:stop],
+                                                     wall_array[start:stop] if walled_run else None))
+        self._framed_events += len(steps)
+        return True
+
     def take(self) -> bytes:
         """The framed records of everything added since the last ``take``, in the order they were added."""
-        if not self._steps:
-            return b""
-        list_ids, values, steps, walls, counts = self._list_ids, self._values, self._steps, self._walls, self._counts
+        framed = self._framed
+        if self._steps:
+            framed.append(self._take_lists())
         self._clear()
+        if len(self._lists) > 4096:  # a program inventing tag lists: start over rather than grow
+            self.__init__()
+        return b"".join(framed)
+
+    def _take_lists(self) -> bytes:
+        """The framed records of the events in the lists (one ``record`` each), which are emptied."""
+        list_ids, values, steps, walls, counts = self._list_ids, self._values, self._steps, self._walls, self._counts
+        self._list_ids, self._values, self._steps, self._walls, self._counts = [], [], [], [], []
         layouts, records, start = self._layouts, [], 0
         for list_id, step, wall_time, count in zip(list_ids, steps, walls, counts):
             stop = start + count
@@ -177,8 +250,6 @@ class ScalarRecordEncoder:
                 layout = layouts.get(key) or self._layout(key)
                 records.append(layout.record(values[start:stop], step, wall_time))
             start = stop
-        if len(self._lists) > 4096:  # a program inventing tag lists: start over rather than grow
-            self.__init__()
         return b"".join(records)
 
     def _layout(self, key: tuple[int, int, bool]) -> _EventLayout:

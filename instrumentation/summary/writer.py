@@ -16,7 +16,8 @@ from instrumentation.distributed.context import flush_at_abort
 from instrumentation.summary import embedding, graph, hparams, images, pr_curves
 from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
 from instrumentation.summary.builders import histogram_event, session_start_event, text_event, value_event
-from instrumentation.summary.event_file import AsyncEventWriter, scalar_event, scalar_events, scalar_rows
+from instrumentation.summary.event_file import (AsyncEventWriter, scalar_column, scalar_event, scalar_events,
+                                                scalar_rows)
 from instrumentation.summary.inputs import check_tag, histogram_values, to_float, to_numpy, to_step
 
 DEFAULT_LOG_ROOT = "logs"
@@ -30,7 +31,7 @@ def default_log_dir(comment: str = "") -> str:
                         + comment)
 
 
-_STR_ONLY, _FLOAT_ONLY = {str}, {float}
+_STR_ONLY, _FLOAT_ONLY, _INT_ONLY = {str}, {float}, {int}
 
 
 def _image_record(tag: str, hwc: np.ndarray, step: int, wall_time: float) -> bytes:
@@ -145,6 +146,29 @@ class SummaryWriter:
         self._queue_append((None, scalar_rows, (tags, copies, steps, walls)))
         if len(self._queue) >= self._max_queue:
             self._async.on_full()
+
+    def add_scalar_column(self, tag: str, values: Sequence[Any], global_steps: Sequence[int],
+                          walltimes: Sequence[float] | None = None) -> None:
+        """One tag's values at several steps, each written as ``add_scalar(tag, value, step, walltime)`` writes it,
+        queued as one item (framed at once on the writer thread): for a value logged at every step and handed over
+        in batches (the loss). Values, steps and wall times are aligned (and copied); ``walltimes`` None: now."""
+        if tag.__class__ is not str:
+            check_tag(tag)
+        values, steps = [*values], [*global_steps]
+        walls = [_now()] * len(steps) if walltimes is None else [*walltimes]
+        if not len(values) == len(steps) == len(walls):
+            raise ValueError(f"add_scalar_column: {len(values)} values, {len(steps)} steps and {len(walls)} wall times "
+                             f"for {tag!r}")
+        if {*map(type, values)} - _FLOAT_ONLY:  # NOTE: one check for the column, as add_scalar_rows
+            values = [value if value.__class__ is float else to_float(tag, value) for value in values]
+        if {*map(type, steps)} - _INT_ONLY:
+            steps = [step if step.__class__ is int else to_step(step) for step in steps]
+        if {*map(type, walls)} - _FLOAT_ONLY:
+            walls = [float(wall) for wall in walls]
+        if steps:
+            self._queue_append((None, scalar_column, (tag, values, steps, walls)))
+            if len(self._queue) >= self._max_queue:
+                self._async.on_full()
 
     def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any], global_step: int | None = None,
                     walltime: float | None = None) -> None:
