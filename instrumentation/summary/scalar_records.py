@@ -140,10 +140,11 @@ class ScalarRecordEncoder:
         self._counts: list[int] = []
         self._framed: list[bytes] = []  # framed records of the events added before those in the lists above
         self._framed_events = 0
+        self._column: tuple[str, list[float], list[int], list[float]] | None = None  # add_column's, after the lists
 
     def __len__(self) -> int:
         """Records (events) waiting."""
-        return len(self._steps) + self._framed_events
+        return len(self._steps) + self._framed_events + (0 if self._column is None else len(self._column[2]))
 
     @staticmethod
     def one(tag: str, value: float, step: int, wall_time: float) -> bytes:
@@ -176,6 +177,8 @@ class ScalarRecordEncoder:
 
     def add_many(self, tags: list[str], values: list[float], step: int, wall_time: float) -> None:
         """One Event of ``tags`` and ``values`` (aligned, at least one) at one step and wall time."""
+        if self._column is not None:
+            self._end_column()
         self._list_ids.append(self._list_id(tags))
         self._values += values
         self._steps.append(step)
@@ -184,6 +187,8 @@ class ScalarRecordEncoder:
 
     def add_rows(self, tags: tuple[str, ...], rows: list[list[float]], steps: list[int], walls: list[float]) -> None:
         """One ``add_many`` per row (rows of ``len(tags)`` values)."""
+        if self._column is not None:
+            self._end_column()
         if len(steps) >= BLOCK_MIN_ROWS and self._add_block(tags, rows, steps, walls):
             return
         add_many = self.add_many
@@ -191,7 +196,20 @@ class ScalarRecordEncoder:
             add_many(tags, row, step, wall_time)
 
     def add_column(self, tag: str, values: list[float], steps: list[int], walls: list[float]) -> None:
-        """One ``add`` per value."""
+        """One ``add`` per value. Columns of one tag added one after the other are framed as one block."""
+        column = self._column
+        if column is not None and column[0] == tag:
+            column[1].extend(values)
+            column[2].extend(steps)
+            column[3].extend(walls)
+            return
+        if column is not None:
+            self._end_column()
+        self._column = (tag, [*values], [*steps], [*walls])
+
+    def _end_column(self) -> None:
+        """Frame the column being collected, or add its values one by one when it is short."""
+        (tag, values, steps, walls), self._column = self._column, None  # type: ignore[misc]
         tags = (tag,)
         if len(steps) >= BLOCK_MIN_ROWS and self._add_block(tags, values, steps, walls):
             return
@@ -199,7 +217,8 @@ class ScalarRecordEncoder:
             self.add_many(tags, [value], step, wall_time)
 
     def _add_block(self, tags: tuple[str, ...], rows: list, steps: list[int], walls: list[float]) -> bool:
-        """Frame the rows (or one tag's values) at once (False: a step beyond int64, left to the one-by-one path, which drops it)."""
+        """Frame the rows (or one tag's values) at once; False for a step beyond int64 (left to the one-by-one
+        path, which drops that event as protobuf would)."""
         try:
             step_array = np.asarray(steps, dtype=np.int64)
         except OverflowError:
@@ -208,6 +227,7 @@ class ScalarRecordEncoder:
         wall_array = np.asarray(walls, dtype="<f8")
         list_id = self._list_id(tags)
         if self._steps:  # NOTE: what came before is framed first: the file keeps the order events were added in
+            self._framed_events += len(self._steps)
             self._framed.append(self._take_lists())
         first, last = int(step_array[0]), int(step_array[-1])
         if 0 < first <= last and _step_bytes(first) == _step_bytes(last) and wall_array.all() and \
@@ -230,6 +250,8 @@ class ScalarRecordEncoder:
 
     def take(self) -> bytes:
         """The framed records of everything added since the last ``take``, in the order they were added."""
+        if self._column is not None:
+            self._end_column()
         framed = self._framed
         if self._steps:
             framed.append(self._take_lists())

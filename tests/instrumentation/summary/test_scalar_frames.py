@@ -83,6 +83,24 @@ def test_blocks_keep_their_place_among_single_events():
     assert encoder.take() == _expected(events)
 
 
+def test_columns_of_one_tag_added_in_a_row_are_one_block_in_their_place():
+    """The writer thread gets watch()'s losses 64 at a time; the queue's items of one tag in a row are framed as one
+    block, and any other event ends it."""
+    encoder, events, step = ScalarRecordEncoder(), [], 1
+    for tag, count in [("loss", 10), ("loss", 10), ("loss", 10), ("lr", 5), ("loss", 30), (None, 1), ("loss", 3)]:
+        steps = list(range(step, step + count))
+        if tag is None:
+            encoder.add_many(["a", "b"], [1.0, 2.0], step, 7.0)
+            events.append((["a", "b"], [1.0, 2.0], step, 7.0))
+        else:
+            values = [s * 0.5 for s in steps]
+            encoder.add_column(tag, values, steps, [7.0] * count)
+            events += [([tag], [value], s, 7.0) for value, s in zip(values, steps)]
+        step += count
+        assert len(encoder) == len(events)
+    assert encoder.take() == _expected(events)
+
+
 def test_a_block_with_a_step_beyond_int64_drops_that_event_like_protobuf():
     encoder = ScalarRecordEncoder()
     steps = list(range(1, BLOCK_MIN_ROWS + 5)) + [2**64]
