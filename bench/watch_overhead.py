@@ -152,9 +152,10 @@ def timed_block(step: Callable[[Any], None], handle: Any, steps: int, writer: Su
 
 
 def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, seconds: float, block_ms: float,
-            clock: Callable[[], float] = time.perf_counter) -> dict[str, tuple[float, float, list[float], int]]:
-    """Per variant: (ms/step with it, all its blocks' time over all the "off" blocks', the per-pair ratios, steps
-    per block)."""
+            clock: Callable[[], float] = time.perf_counter, variants: dict[str, Any] | None = None,
+            ) -> dict[str, tuple[float, float, float, list[float], int]]:
+    """Per variant (of ``variants``, default all): (ms/step with it, all its blocks' time over all the "off"
+    blocks', that ratio's standard error, the per-pair ratios, steps per block)."""
     step, optimizer = step_function(model, batches)
     with SummaryWriter(logdir, flush_secs=2.0) as writer:
         for _ in range(WARM_STEPS):
@@ -162,7 +163,7 @@ def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, secon
         step_ms = timed_block(step, None, MIN_BLOCK_STEPS, writer, clock) * 1e3 / MIN_BLOCK_STEPS
         block_steps = max(MIN_BLOCK_STEPS, round(block_ms / step_ms))
         handles: dict[str, Any] = {}
-        for name, options in VARIANTS.items():
+        for name, options in (VARIANTS if variants is None else variants).items():
             handle = ArrayWorkFloor(model) if name == FLOOR else watch(model, writer, optimizer=optimizer, **options)
             for _ in range(WARM_STEPS):
                 step(handle)
@@ -187,7 +188,17 @@ def measure(model: nn.Module, batches: list[tuple[Any, Any]], logdir: str, secon
             for handle in handles.values():
                 handle.close()
     return {name: (statistics.median(with_it) * 1e3 / block_steps, sum(with_it) / sum(off),
-                   [w / o for w, o in zip(with_it, off)], block_steps) for name, (with_it, off) in times.items()}
+                   ratio_error(with_it, off), [w / o for w, o in zip(with_it, off)], block_steps)
+            for name, (with_it, off) in times.items()}
+
+
+def ratio_error(with_it: list[float], off: list[float]) -> float:
+    """The standard error of ``sum(with_it) / sum(off)`` over the pairs (the ratio estimator's delta method)."""
+    count, ratio = len(off), sum(with_it) / sum(off)
+    if count < 2:
+        return float("nan")
+    spread = sum((w - ratio * o) ** 2 for w, o in zip(with_it, off)) / (count - 1)
+    return (spread / count) ** 0.5 / (sum(off) / count)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -199,7 +210,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="wall: elapsed time; cpu: the process's CPU time, all threads (on a loaded machine the "
                              "time spent waiting for a CPU is not counted)")
     parser.add_argument("--model", default="", help="run only the models whose name contains this text")
+    parser.add_argument("--variants", default="",
+                        help="run only the variants whose name contains one of these texts (comma-separated): "
+                             "fewer variants, more pairs each in the same time")
     args = parser.parse_args(argv)
+    wanted = [text for text in args.variants.split(",") if text]
+    variants = {name: options for name, options in VARIANTS.items()
+                if not wanted or any(text in name for text in wanted)}
+    if not variants:
+        parser.error(f"--variants {args.variants!r} matches none of: {', '.join(VARIANTS)}")
     from threadpoolctl import threadpool_limits
 
     (x, y), _ = engine.datasets.load_digits(seed=0)
@@ -210,20 +229,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"defaults = budget 0.05 (intervals chosen by the pacers), histograms at most every 100 steps; every=k: "
           f"statistics every k steps; targets: defaults <= {TARGETS['defaults']}x, check_numerics <= "
           f"{TARGETS['check_numerics']}x, every=1 on the CNN <= {CNN_TARGETS['every=1']}x")
-    print("ratio: all the variant's blocks over all the paired off blocks; median and p25-p75 of the pairs' ratios\n")
-    print(f"{'model':<15} {'variant':<36} {'ms/step':>9} {'ratio':>7} {'median':>7} {'p25-p75':>13} {'pairs':>5}"
-          f" {'steps':>5}  target")
+    print("ratio: all the variant's blocks over all the paired off blocks (± its standard error over the pairs); "
+          "median and p25-p75 of the pairs' ratios\n")
+    print(f"{'model':<15} {'variant':<36} {'ms/step':>9} {'ratio':>7} {'±se':>6} {'median':>7} {'p25-p75':>13} "
+          f"{'pairs':>5} {'steps':>5}  target")
     with threadpool_limits(1), tempfile.TemporaryDirectory() as logdir:
         for label, model in models().items():
             if args.model not in label:
                 continue
             results = measure(model, batches, os.path.join(logdir, label.split()[0]), args.seconds, args.block_ms,
-                              CLOCKS[args.clock])
-            for name, (ms, ratio, ratios, block_steps) in results.items():
+                              CLOCKS[args.clock], variants)
+            for name, (ms, ratio, error, ratios, block_steps) in results.items():
                 quartiles = statistics.quantiles(ratios, n=4)
                 target = (CNN_TARGETS if label == "CNN" else {}).get(name, TARGETS.get(name))
                 verdict = "" if target is None else (f"<= {target}x " + ("ok" if ratio <= target else "MISSED"))
-                print(f"{label:<15} {name:<36} {ms:9.3f} {ratio:6.3f}x {statistics.median(ratios):6.3f}x "
+                print(f"{label:<15} {name:<36} {ms:9.3f} {ratio:6.3f}x {error:6.3f} {statistics.median(ratios):6.3f}x "
                       f"{quartiles[0]:6.3f}-{quartiles[2]:.3f} {len(ratios):5d} {block_steps:5d}  {verdict}",
                       flush=True)
 

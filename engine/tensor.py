@@ -202,7 +202,7 @@ class Tensor:
             raise ValueError(f"item() needs a tensor with one element, got shape {self._data.shape}")
         if _read_guard is not None:
             _read_guard(self, ".item()")
-        return self._data.reshape(()).item()
+        return self._data.item()  # NOTE: a size-1 array of any shape (NumPy and CuPy alike)
 
     def tolist(self) -> Any:
         if _read_guard is not None:
