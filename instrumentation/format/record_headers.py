@@ -20,16 +20,29 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + MASK_DELTA) & _U32
 
 
+_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)  # byte value -> its 8 bits
+
+
+def crc_byte_tables(length: int, offsets: list[int] | range) -> np.ndarray:
+    """(len(offsets), 256) uint32: the linear part of CRC-32C of a ``length``-byte message with one byte value at one
+    offset, zeros elsewhere. CRC-32C is affine in its input: for messages of one length, crc(m) = crc(zeros) ^ the
+    XOR over m's nonzero bytes of these entries (built from 8 CRCs per offset, one per bit)."""
+    zeros = bytes(length)
+    base = crc32c(zeros)
+    basis = np.empty((len(offsets), 8), np.uint32)
+    for row, offset in enumerate(offsets):
+        for bit in range(8):
+            one = bytearray(zeros)
+            one[offset] = 1 << bit
+            basis[row, bit] = crc32c(bytes(one)) ^ base
+    return np.bitwise_xor.reduce(np.where(_BITS[None, :, :], basis[:, None, :], np.uint32(0)), axis=2)
+
+
 def _length_crc_tables() -> tuple[np.ndarray, np.ndarray]:
-    """CRC-32C is affine in its input: the CRC of 8 bytes whose high 4 are zero is crc(0) ^ L(b0..b3), L linear,
-    so two 65536-entry tables (bytes 0-1, bytes 2-3) give the CRC of any length below 2**32 in two lookups."""
+    """The CRC of 8 bytes whose high 4 are zero is crc(0) ^ L(b0..b3), L linear (``crc_byte_tables``), so two
+    65536-entry tables (bytes 0-1, bytes 2-3) give the CRC of any length below 2**32 in two lookups."""
     zero = crc32c(bytes(8))
-    byte_tables = np.empty((4, 256), np.uint32)
-    for position in range(4):
-        for byte in range(256):
-            message = bytearray(8)
-            message[position] = byte
-            byte_tables[position, byte] = crc32c(bytes(message)) ^ zero
+    byte_tables = crc_byte_tables(8, range(4))
     pairs = np.arange(1 << 16)
     low = byte_tables[0][pairs & 0xFF] ^ byte_tables[1][pairs >> 8]
     high = byte_tables[2][pairs & 0xFF] ^ byte_tables[3][pairs >> 8] ^ np.uint32(zero)

@@ -4,7 +4,7 @@ A block of ``n`` events with the same tags, step varint length and wall-time pre
 bytes (wall time, step, values). The records are a tiled template with those bytes written in, and each record's
 CRC-32C is computed for all rows at once: for data of a fixed length the CRC is affine over GF(2), so
 ``crc(row) = crc(template) ^ XOR over variable positions p of table_p[row[p]]``, where ``table_p[b]`` is the CRC's
-linear part of byte ``b`` alone at ``p`` (built once per layout from 8 CRCs per position). The cost is a dozen NumPy
+linear part of byte ``b`` alone at ``p`` (``record_headers.crc_byte_tables``, once per layout). The cost is a dozen NumPy
 calls whatever ``n``; one event through ``record`` costs a ``struct.pack`` and a CRC call (about 1 µs).
 """
 from __future__ import annotations
@@ -12,15 +12,14 @@ from __future__ import annotations
 import numpy as np
 from google_crc32c import value as crc32c
 
-_MASK_DELTA = np.uint32(0xA282EAD8)  # TFRecord's CRC mask (records.masked_crc32c)
-_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)  # byte value -> its 8 bits
-HEADER_BYTES, FOOTER_BYTES = 12, 4
+from instrumentation.format.record_headers import (FOOTER_BYTES, HEADER_BYTES, crc_byte_tables,
+                                                   masked_crc32c_array)
 
 
 class BlockLayout:
     """What a block encoder needs of one event layout: the framed template (header, data with zeros where the wall
-    time, step and values go, footer), the data offsets of those variable bytes, in row order of ``variable_bytes``,
-    and the CRC tables of those positions."""
+    time, step and values go, footer), the record positions of those variable bytes (wall time, step, values, in
+    that order) and their CRC tables, flattened."""
 
     __slots__ = ("template", "positions", "step_bytes", "crc_tables", "template_crc", "_rows", "_shifts")
 
@@ -37,7 +36,7 @@ class BlockLayout:
         self.positions = np.asarray(offsets, np.intp) + HEADER_BYTES
         self.step_bytes = step_bytes
         self.template_crc = np.uint32(crc32c(data_template))
-        self.crc_tables = _crc_tables(data_template, offsets)
+        self.crc_tables = crc_byte_tables(len(data_template), offsets).reshape(-1)  # NOTE: flat, for one take()
         self._rows = np.arange(len(offsets), dtype=np.int32) * 256  # row starts in crc_tables, flattened
         self._shifts = np.arange(step_bytes, dtype=np.uint64) * np.uint64(7)
 
@@ -57,23 +56,9 @@ class BlockLayout:
         records[:] = self.template
         records[:, self.positions] = variable
         crc = np.bitwise_xor.reduce(self.crc_tables.take(variable + self._rows), axis=1) ^ self.template_crc
-        masked = ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + _MASK_DELTA  # NOTE: uint32 arithmetic wraps
+        masked = masked_crc32c_array(crc.astype(np.uint64)).astype("<u4")
         records[:, -FOOTER_BYTES:] = masked.view(np.uint8).reshape(count, FOOTER_BYTES)
         return records.tobytes()
-
-
-def _crc_tables(data: bytes, offsets: list[int]) -> np.ndarray:
-    """(positions × 256,) uint32: per variable position, the CRC's linear part of each byte value there alone."""
-    zeros = bytes(len(data))
-    base = crc32c(zeros)
-    basis = np.empty((len(offsets), 8), np.uint32)
-    for row, offset in enumerate(offsets):
-        for bit in range(8):
-            one = bytearray(zeros)
-            one[offset] = 1 << bit
-            basis[row, bit] = crc32c(bytes(one)) ^ base
-    tables = np.bitwise_xor.reduce(np.where(_BITS[None, :, :], basis[:, None, :], np.uint32(0)), axis=2)
-    return tables.reshape(-1)  # NOTE: flat: one take() with row offsets beats a 2-D fancy index
 
 
 _STEP_BOUNDS = np.asarray([1 << (7 * k) for k in range(1, 9)], np.int64)  # 128, 16384, ... 2^56

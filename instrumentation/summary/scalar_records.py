@@ -15,6 +15,7 @@ import struct
 import numpy as np
 from google_crc32c import value as crc32c
 
+from instrumentation.format.record_headers import MASK_DELTA
 from instrumentation.format.records import record_header
 from instrumentation.summary.builders import ScalarEventBuilder
 from instrumentation.summary.scalar_frames import BlockLayout, has_walls, step_lengths
@@ -22,7 +23,6 @@ from instrumentation.summary.wire import INT64_MAX, INT64_MIN, varint
 
 _WALL_KEY, _STEP_KEY, _SUMMARY_KEY, _VALUE_KEY, _TAG_KEY, _SIMPLE_VALUE_KEY = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x15
 _CRC = struct.Struct("<I")
-_MASK_DELTA = 0xA282EAD8  # TFRecord's CRC mask (records.masked_crc32c)
 _VARINT_1 = [bytes((step,)) for step in range(128)]
 _ORACLE = ScalarEventBuilder()
 BLOCK_MIN_ROWS = 24  # fewer rows: one record at a time (the block's dozen NumPy calls cost more below ~20 rows)
@@ -114,14 +114,15 @@ class _EventLayout:
             args[self.first_value_arg::2] = _to_float32_range(values)
             data = self.pack(*args)
         crc = crc32c(data)
-        return b"".join((self.header, data, _CRC.pack((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF)))
+        return b"".join((self.header, data, _CRC.pack((((crc >> 15) | (crc << 17)) + MASK_DELTA) & 0xFFFFFFFF)))
 
 
 class ScalarRecordEncoder:
     """Collects scalar events (``add``: one value, ``add_many``: one step's values, ``add_rows``: several steps'
     values of the same tags) and ``take()``s them as framed records, one per event, in the order they were added.
-    Keeps the layouts of each list of tags across batches. ``add_rows`` of ``BLOCK_MIN_ROWS`` rows or more is framed
-    at once (``scalar_frames``), the rest one event at a time at ``take``."""
+    Keeps the layouts of each list of tags across batches. ``add_rows`` of ``BLOCK_MIN_ROWS`` rows or more, and
+    ``add_column`` (one tag's values; consecutive columns of a tag merged) of as many, are framed at once
+    (``scalar_frames``); the rest one event at a time at ``take``."""
 
     def __init__(self) -> None:
         self._layouts: dict[tuple[int, int, bool], _EventLayout] = {}
