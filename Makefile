@@ -22,6 +22,7 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 demo: $(VENV)/.installed
+	$(PY) -m board.port_check --port $(PORT) --choose-with "make demo PORT=<n>"
 	$(PY) -m instrumentation.demo --logdir $(LOGDIR)
 	$(PY) -m board --logdir $(LOGDIR) --port $(PORT)
 

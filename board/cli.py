@@ -3,21 +3,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import errno
 import logging
-import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from board.config import BoardConfig
+from board.port_check import busy_port_message, port_in_use
 
 LISTEN_BACKLOG = 4096  # connections waiting to be accepted (the kernel caps it at net.core.somaxconn)
 _TYPES = {"logdir": Path, "host": str, "port": int, "reload_interval": float, "token": str, "cache_dir": Path,
           "no_cache": bool, "read_only": bool}
 
 
-def parse_args(argv: Sequence[str] | None = None) -> BoardConfig:
+def build_parser() -> argparse.ArgumentParser:
+    """One option per `BoardConfig` field, its help text from the field and its default appended to it."""
     parser = argparse.ArgumentParser(prog="board", description="flowscope board: training logs in the browser")
     for option in dataclasses.fields(BoardConfig):
         flag = "--" + option.name.replace("_", "-")
@@ -26,24 +26,25 @@ def parse_args(argv: Sequence[str] | None = None) -> BoardConfig:
             continue
         required = option.default is dataclasses.MISSING
         parser.add_argument(flag, dest=option.name, type=_TYPES[option.name], required=required,
-                            default=None if required else option.default, help=option.metadata["help"])
+                            default=None if required else option.default, help=_help_with_default(option))
+    return parser
+
+
+def _help_with_default(option: dataclasses.Field) -> str:
+    """The field's help, then "(default: X)" when it has a value to show (a flag is off and None is said in words)."""
+    text = option.metadata["help"]
+    if option.default is dataclasses.MISSING or option.default is None:
+        return text
+    return f"{text} (default: {option.default})"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> BoardConfig:
+    parser = build_parser()
     try:
         return BoardConfig(**vars(parser.parse_args(argv)))
     except ValueError as error:
         parser.error(str(error))
         raise  # unreachable: parser.error exits
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    """Werkzeug prints its own multi-line message and exits on a busy port, so ask first (as it binds)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            return error.errno == errno.EADDRINUSE
-    return False
 
 
 def startup_warnings(config: BoardConfig) -> list[str]:
@@ -59,9 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     for warning in startup_warnings(config):
         print(f"board: WARNING: {warning}", file=sys.stderr)
-    if config.port != 0 and _port_in_use(config.host, config.port):
-        print(f"board: port {config.port} on {config.host} is in use; choose another with --port, "
-              "or --port 0 to pick a free one.", file=sys.stderr)
+    if config.port != 0 and port_in_use(config.host, config.port):
+        print(busy_port_message(config.host, config.port), file=sys.stderr)
         return 1
     # NOTE: reading starts before Dash and Plotly are imported (about a second), and those imports happen
     # only here, so that `board --help` and argument errors answer instantly.
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     server.socket.listen(LISTEN_BACKLOG)
     host = f"[{config.host}]" if ":" in config.host else config.host
     suffix = "/?token=<your token>" if config.token else "/"
-    if not config.logdir.is_dir():
+    if not config.logdir.exists():
         print(f"board: {config.logdir} does not exist yet; waiting for it.", file=sys.stderr)
     print(f"board: serving {config.logdir} at http://{host}:{server.server_port}{suffix}", flush=True)
     try:

@@ -21,10 +21,12 @@ class BoardConfig:
         default=DEFAULT_RELOAD_INTERVAL, metadata={"help": "seconds between reads of new data from the log directory"}
     )
     token: str | None = field(
-        default=None, metadata={"help": "require this token on every request (?token=… once, then a cookie)"}
+        default=None, metadata={"help": "require this token on every request (?token=… once, then a cookie) "
+                                        "(default: no token)"}
     )
     cache_dir: Path | None = field(
-        default=None, metadata={"help": "where decoded runs are kept for fast re-opening (default ~/.cache/flowscope/board)"}
+        default=None, metadata={"help": "where decoded runs are kept for fast re-opening "
+                                        "(default: $XDG_CACHE_HOME/flowscope/board, else ~/.cache/flowscope/board)"}
     )
     no_cache: bool = field(default=False, metadata={"help": "do not read or write the cache"})
     read_only: bool = field(
@@ -32,6 +34,9 @@ class BoardConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.logdir.exists() and not self.logdir.is_dir():
+            raise ValueError(f"--logdir {self.logdir} is a file, not a directory; give the directory that holds the "
+                             f"runs (e.g. {self.logdir.parent})")
         if self.reload_interval <= 0:
             raise ValueError("--reload-interval must be positive")
         if not 0 <= self.port <= 65535:

@@ -22,6 +22,15 @@ from instrumentation.format.tags import (CPU_PERCENT, MEM_TOTAL_BYTES, MEM_USED_
 _CPU_TAG, _RSS_TAG = tag_names.system_tag(CPU_PERCENT), tag_names.system_tag(RSS_BYTES)
 SAMPLER_BUDGET = 0.02  # of wall time: the thread holds the interpreter while it samples
 CHILDREN_EVERY_S = 1.0  # how often the list of child processes is read again (their figures: at every sample)
+_notices_said: set[str] = set()  # the "no GPU metrics" notices this process has printed
+
+
+def say_once(notice: str) -> None:
+    """Print an informational line on stderr the first time this process has it to say (a demo or a sweep starts
+    a sampler per run: the reason NVML is missing does not change between them)."""
+    if notice not in _notices_said:
+        _notices_said.add(notice)
+        print(f"flowscope.system: info: {notice}", file=sys.stderr)
 
 
 class _Nvml:
@@ -125,7 +134,8 @@ class SystemSampler:
     power_w, temperature_c, process_mem_bytes}``. Each point's step is the training step in progress
     (``engine.hooks.current_step()``); the samples of one step are written as one point when the step changes
     (mean of rates, maximum of amounts), or every ``stall_flush_s`` while it does not (the latest aggregate of a
-    stalled step replaces the previous one on the board). Without NVML or a GPU: one informational line on stderr.
+    stalled step replaces the previous one on the board). Without NVML or a GPU: one informational line on stderr,
+    once per process.
 
     ``budget``: the share of wall time sampling may take (the thread holds the interpreter meanwhile): a pacer
     (``instrumentation.budget``) measures each sample and samples at one wake-up in k (``perf/interval/system``)
@@ -148,7 +158,7 @@ class SystemSampler:
         if gpus:
             self._nvml, self.status = open_nvml(nvml)
             if self._nvml is None:
-                print(f"flowscope.system: {self.status}; sampling CPU and memory only", file=sys.stderr)
+                say_once(f"{self.status}; CPU and memory are sampled (said once per process)")
         self._write_status()
         self._pending: dict[str, list[float]] = {}
         self._pending_step: int | None = None

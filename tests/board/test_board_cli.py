@@ -1,7 +1,9 @@
 """The `board` command: free port, busy port, a log directory that appears later, warnings, live tailing."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -11,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from board.cli import parse_args, startup_warnings
+from board import port_check
+from board.cli import build_parser, parse_args, startup_warnings
+from board.config import BoardConfig
 from board_helpers import REPO, wait_for, write_scalars
 
 
@@ -60,6 +64,69 @@ def test_port_in_use_gives_one_line_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     [line] = result.stderr.strip().splitlines()
     assert f"port {port}" in line and "--port 0" in line
+
+
+def test_help_shows_every_default_from_the_config_fields() -> None:
+    """Each option with a value by default says it, read from `BoardConfig` (the one place options are declared)."""
+    text = " ".join(build_parser().format_help().split())  # argparse wraps lines
+    shown = [f for f in dataclasses.fields(BoardConfig) if f.default not in (dataclasses.MISSING, None, False)]
+    assert {f.name for f in shown} == {"host", "port", "reload_interval"}
+    for option in shown:
+        assert f"(default: {option.default})" in text, option.name
+    assert "(default: 127.0.0.1)" in text and "(default: 6006)" in text and "(default: 5.0)" in text
+    assert "(default: no token)" in text and "(default: $XDG_CACHE_HOME/flowscope/board" in text
+    help_run = subprocess.run([sys.executable, "-m", "board", "--help"], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+    assert help_run.returncode == 0 and "(default: 6006)" in " ".join(help_run.stdout.split())
+
+
+def test_a_logdir_that_is_a_file_is_an_error_saying_so(tmp_path: Path) -> None:
+    event_file = tmp_path / "run" / "events.out.tfevents.1.host"
+    event_file.parent.mkdir()
+    event_file.write_bytes(b"")
+    result = subprocess.run([sys.executable, "-m", "board", "--logdir", str(event_file), "--port", "0"], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "serving" not in result.stdout
+    assert f"--logdir {event_file} is a file, not a directory" in result.stderr
+    assert f"(e.g. {event_file.parent})" in result.stderr and "does not exist" not in result.stderr
+    assert parse_args(["--logdir", str(tmp_path)]).logdir == tmp_path  # a directory is served
+    assert parse_args(["--logdir", str(tmp_path / "later")]).logdir == tmp_path / "later"  # waited for
+
+
+def test_port_check_says_how_make_demo_chooses_another() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert port_check.port_in_use("127.0.0.1", port)
+        result = subprocess.run([sys.executable, "-m", "board.port_check", "--port", str(port), "--choose-with",
+                                 "make demo PORT=<n>"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert f"port {port} on 127.0.0.1 is in use" in line
+    assert "make demo PORT=<n>" in line and "make demo PORT=0" in line and "--port" not in line
+    assert not port_check.port_in_use("127.0.0.1", port)  # closed: free again
+    assert port_check.main(["--port", str(port)]) == 0 and port_check.main(["--port", "0"]) == 0
+    with pytest.raises(SystemExit):
+        port_check.main(["--port", "1", "--choose-with", "PORT=7"])  # no <n>: the message could not say the port
+
+
+def test_make_demo_checks_the_port_before_training(tmp_path: Path) -> None:
+    """`make demo` on a taken port stops at once, before the demo writes anything, naming `make demo PORT=`."""
+    logdir = tmp_path / "demo-logs"
+    make = ["make", "-o", ".venv/.installed", "demo", f"PY={sys.executable}", f"LOGDIR={logdir}"]  # -o: no install
+    planned = subprocess.run([*make, "-n", "PORT=6006"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    commands = planned.stdout.splitlines()  # checked first: a demo that trains before the check would run minutes
+    assert "board.port_check --port 6006" in commands[0] and "instrumentation.demo" in commands[1], commands
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([*make, f"PORT={port}"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "MAKEFLAGS": ""})
+    assert result.returncode != 0
+    assert f"port {port} on 127.0.0.1 is in use; choose another with make demo PORT=<n>" in result.stderr
+    assert "instrumentation.demo" not in result.stdout and not logdir.exists()
 
 
 def test_missing_logdir_is_waited_for_then_served(tmp_path: Path, serve_board) -> None:

@@ -48,17 +48,35 @@ def test_unsupported_metric_is_dropped_for_that_gpu_only(capsys) -> None:
     sampler.close()
 
 
+@pytest.fixture()
+def fresh_process_notices(monkeypatch) -> None:
+    """As in a new process: no "no GPU metrics" notice said yet."""
+    monkeypatch.setattr(system, "_notices_said", set())
+
+
 @pytest.mark.parametrize("nvml", [fake_pynvml(init_error=True), fake_pynvml(gpus=0)])
-def test_no_gpu_is_one_informational_line(nvml, capsys) -> None:
+def test_no_gpu_is_one_informational_line(nvml, capsys, fresh_process_notices) -> None:
     sampler = SystemSampler(writer=None, nvml=nvml, start=False)
     values = sampler.sample()
     sampler.close()
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no GPU metrics" in err[0] and "sampling CPU and memory only" in err[0]
+    assert len(err) == 1 and err[0].startswith("flowscope.system: info: no GPU metrics")
+    assert "CPU and memory are sampled" in err[0]
     assert set(values) == {"sys/cpu_percent", "sys/rss_bytes"}
 
 
-def test_this_machine_without_a_gpu_is_graceful(capsys) -> None:
+def test_the_no_gpu_notice_is_said_once_per_process(capsys, fresh_process_notices) -> None:
+    """The demo starts a sampler per run (8 of them): the reason NVML is missing is said at the first only."""
+    for _ in range(8):
+        SystemSampler(writer=None, nvml=fake_pynvml(init_error=True), start=False).close()
+    assert capsys.readouterr().err.count("no GPU metrics") == 1
+    SystemSampler(writer=None, nvml=fake_pynvml(gpus=0), start=False).close()  # another reason is said, once
+    SystemSampler(writer=None, nvml=fake_pynvml(gpus=0), start=False).close()
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "NVML sees no GPU" in line
+
+
+def test_this_machine_without_a_gpu_is_graceful(capsys, fresh_process_notices) -> None:
     sampler = SystemSampler(writer=None, start=False)  # the real pynvml: this machine has no NVIDIA driver
     values = sampler.sample()
     sampler.close()
