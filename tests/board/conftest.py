@@ -23,15 +23,18 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-ru
                "--disable-component-update", "--disable-sync"]
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    """Say loudly, at the end of `make test`, that the browser tests did not run when chromium is missing."""
-    if Path(CHROMIUM).exists():
+def pytest_unconfigure(config) -> None:
+    """Say loudly, at the end of `make test`, that the browser tests did not run when chromium is missing: after
+    the short summary and the "N passed" line (both printed at session finish, before this hook), so it is last."""
+    terminalreporter = config.pluginmanager.get_plugin("terminalreporter")
+    if Path(CHROMIUM).exists() or terminalreporter is None:
         return
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if "chromium" in str(r.longrepr)]
+    terminalreporter.write_line("install Debian's chromium with `apt-get install -y chromium` (never `playwright "
+                                "install`) and rerun `make test`: the board's pages are only tested in a real browser.",
+                                red=True)
     terminalreporter.write_sep("!", f"{len(skipped)} BROWSER TESTS SKIPPED: Debian's chromium is not installed", red=True,
                                bold=True)
-    terminalreporter.write_line("install it with `apt-get install -y chromium` (never `playwright install`) and rerun "
-                                "`make test`: the board's pages are only tested in a real browser.", red=True)
 
 
 @pytest.fixture(scope="session")
