@@ -17,8 +17,15 @@ def _severity(severity: str) -> html.Span:
     return html.Span(severity, className=SEVERITY_BADGES.get(severity, "fs-badge"))
 
 
-def dynamics_link(run: str, step: int) -> str:
-    return "/dynamics?" + urlencode({"run": run, "step": step})
+def dynamics_link(run: str, step: int, kind: str = "", subject: str = "") -> str:
+    """The run's Dynamics page with ``step`` marked on every chart; with the alert's ``kind`` and ``subject``, the
+    chart of its evidence (the loss, the layer's update ratio or dead fraction) marks the value too."""
+    query: dict[str, object] = {"run": run, "step": step}
+    if kind:
+        query["kind"] = kind
+    if subject:
+        query["subject"] = subject
+    return "/dynamics?" + urlencode(query)
 
 
 def profile_link(run: str, step: int) -> str:
@@ -43,15 +50,17 @@ def alert_link(item: RunAlert) -> str:
         if snapshot:
             query["snapshot"] = str(snapshot)
         return "/memory?" + urlencode(query)
-    return dynamics_link(item.run, item.alert.step)
+    return dynamics_link(item.run, item.alert.step, item.alert.kind, item.alert.subject)
 
 
 def run_alerts_table(items: list[RunAlert], button_type: str) -> html.Div | html.Table:
-    """Step, kind, severity, subject, message; the step is a button with id ``{"type": button_type, "step": n}``."""
+    """Step, kind, severity, subject, message; the step is a button with id ``{"type": button_type, "step": n,
+    "row": i, "kind": kind, "subject": subject}``."""
     if not items:
         return html.Div("No alerts in this run.", className="fs-muted", id="dynamics-no-alerts")
     rows = [html.Tr([
-        html.Td(html.Button(f"step {item.alert.step}", id={"type": button_type, "step": item.alert.step, "row": i},
+        html.Td(html.Button(f"step {item.alert.step}", id={"type": button_type, "step": item.alert.step, "row": i,
+                                                             "kind": item.alert.kind, "subject": item.alert.subject},
                             className="fs-step-button", title="mark this step on the charts")),
         html.Td(item.alert.kind), html.Td(_severity(item.alert.severity)), html.Td(item.alert.subject),
         html.Td(item.alert.message)]) for i, item in enumerate(items)]

@@ -19,10 +19,13 @@ def test_memory_alerts_open_their_snapshot_on_the_memory_page():
 
 def test_training_alerts_open_the_step_on_the_dynamics_page():
     spike = RunAlert("r", Alert("exploding_gradient", "error", "0.weight", "big", 3, 0.0))
-    assert alert_link(spike) == "/dynamics?run=r&step=3"
+    expected = "/dynamics?run=r&step=3&kind=exploding_gradient&subject=0.weight"  # the series to mark: its subject
+    assert alert_link(spike) == expected
     table = all_alerts_table([spike])
     link = table.children[1].children[0].children[1].children
-    assert link.href == "/dynamics?run=r&step=3"
+    assert link.href == expected
+    nan = RunAlert("a&b", Alert("nonfinite", "error", "", "NaN", 5, 0.0))
+    assert parse_qs(urlsplit(alert_link(nan)).query) == {"run": ["a&b"], "step": ["5"], "kind": ["nonfinite"]}
 
 
 def test_input_bound_alerts_open_the_step_on_the_profile_page():
@@ -37,3 +40,13 @@ def test_rank_alerts_open_their_groups_ranks_page():
     assert url.path == "/ranks" and parse_qs(url.query) == {"group": ["exp/a&b"]}
     divergence = RunAlert("rank1", Alert("replica_divergence", "error", "rank1", "differ", 10, 0.0, {}))
     assert alert_link(divergence) == "/ranks?group=."
+
+
+def test_a_badge_tooltip_does_not_repeat_a_subject_its_message_begins_with():
+    from board.components.alert_summary import _badge
+    from board.data.alerts import KindSummary
+
+    dead = RunAlert("r", Alert("dead_units", "warning", "3", "3: 94% of its units were never positive", 9, 0.0))
+    other = RunAlert("r", Alert("leak", "warning", "fc1", "grows 1 KiB a step", 9, 0.0))
+    titles = [_badge(KindSummary(item.alert.kind, 1, item.alert.severity, item)).title for item in (dead, other)]
+    assert titles == ["3: 94% of its units were never positive", "fc1: grows 1 KiB a step"]

@@ -1,0 +1,26 @@
+"""The evidence box of the Dynamics page for an alert with no series of its own: a nonfinite alert's op and module."""
+from __future__ import annotations
+
+from typing import Any
+
+from dash import html
+
+from board.data.alerts import RunAlert
+
+
+def _counts(stats: dict[str, Any]) -> str:
+    shape = "×".join(str(size) for size in stats.get("shape", [])) or "scalar"
+    return (f"{stats.get('dtype', '?')} [{shape}]: {stats.get('nan_count', 0)} NaN, {stats.get('posinf_count', 0)} +Inf, "
+            f"{stats.get('neginf_count', 0)} −Inf; finite min {stats.get('min')}, max {stats.get('max')}")
+
+
+def nonfinite_evidence(item: RunAlert) -> html.Div:
+    """Where NaN/Inf first appeared: op, module, phase and step, then each output's and input's counts."""
+    evidence = item.alert.evidence
+    op, module = evidence.get("op", "?"), evidence.get("module") or "(no module)"
+    rows = [html.Li(f"output {index}: {_counts(stats)}") for index, stats in enumerate(evidence.get("outputs", []))]
+    rows += [html.Li(f"input {index}: {_counts(stats)}") for index, stats in enumerate(evidence.get("inputs", []))]
+    return html.Div(className="fs-section fs-evidence", id="dynamics-evidence", children=[
+        html.Strong(f"First NaN/Inf: op {op} in module {module}"),
+        html.Span(f" · {evidence.get('phase', '?')} · step {item.alert.step}", className="fs-muted"),
+        html.Ul(rows)])
