@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dash
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from board.components.dynamics_alerts_table import all_alerts_table
 from board.components.empty_state import empty_state
@@ -48,7 +48,11 @@ def _content(kinds: list[str], severities: list[str]) -> html.Div:
 
 
 def register_callbacks(app: Dash) -> None:
-    @app.callback(Output("alerts-content", "children"), Input("alerts-kind", "value"),
-                  Input("alerts-severity", "value"), Input("alerts-poll", "n_intervals"), prevent_initial_call=True)
-    def _refresh(kinds: list[str], severities: list[str], _ticks: int | None):
-        return _content(kinds, severities)
+    @app.callback(Output("alerts-content", "children"), Output("alerts-kind", "options"), Input("alerts-kind", "value"),
+                  Input("alerts-severity", "value"), Input("alerts-poll", "n_intervals"), State("alerts-kind", "options"),
+                  prevent_initial_call=True)
+    def _refresh(kinds: list[str], severities: list[str], _ticks: int | None, shown_kinds: list[str] | None):
+        """The table with the alerts written since; a kind first raised since is added to the kind filter."""
+        content = _content(kinds, severities)
+        options = _kind_options()
+        return content, options if options != shown_kinds else no_update

@@ -164,7 +164,9 @@ def register_chart_callbacks(app: Dash) -> None:
                 target = patch["data"][index * TRACES_PER_RUN + offset]
                 for key in ("x", "y", "text", "customdata"):
                     if len(trace.get(key, ())):
-                        target[key].extend(trace[key])
+                        # NOTE: Patch.extend takes a list (dash 4 refuses a NumPy array); list() keeps the NumPy
+                        # scalars, which go out as the float32's shortest decimal, as the first draw wrote them.
+                        target[key].extend(list(trace[key]))
             new_runs.append([view.run, view.revision, view.length, held[view.run][2] + len(view.x)])
         return patch, {**state, "runs": new_runs}, no_update
 

@@ -12,34 +12,40 @@ from board.context import board_context
 from board.data.system import GPU_CHARTS, engine_memory_tags, gpu_status, gpus, nvml_note, series, system_runs
 from board.data.store import UnknownSeries
 from board.data.views import X_AXES
-from instrumentation.format.tags import SYSTEM
 from instrumentation.format.tags import CPU_PERCENT, RSS_BYTES, SYSTEM, gpu_tag, system_tag
 
 dash.register_page(__name__, path="/system", name="System", order=6, title="flowscope · system")
 
 
 def layout(**_query: str) -> html.Div:
+    """The controls and charts of the first run with system metrics; a page opened before any run sampled shows
+    what to start and fills in once one does (the poll runs either way)."""
     context = board_context()
     runs = system_runs(context.store)
-    if not runs:
-        note = empty_state(context.store, "system") or html.Div(
-            "No system metrics yet: start instrumentation.SystemSampler(writer) in a training run.", className="fs-empty",
-            id="empty-system")
-        return html.Div([html.H2("System"), note])
+    run = runs[0] if runs else None
     return html.Div([
         html.H2("System"),
         html.Div(className="fs-controls", children=[
-            dcc.Dropdown(id="system-run", options=runs, value=runs[0], clearable=False, style={"minWidth": "20em"}),
+            dcc.Dropdown(id="system-run", options=runs, value=run, clearable=False, style={"minWidth": "20em"}),
             dcc.RadioItems(id="system-x-axis", options=[{"label": a, "value": a} for a in X_AXES], value="step", inline=True),
         ]),
-        html.Div(id="system-nvml-note", className="fs-note", children=_note(runs[0])),
-        html.Div(id="system-charts", className="fs-grid2", children=_charts(runs[0], "step")),
-        dcc.Store(id="system-version", data=_version(runs[0], "step")),
+        html.Div(id="system-nvml-note", className="fs-note", children=_note(run)),
+        html.Div(id="system-charts", className="fs-grid2", children=_charts(run, "step")),
+        dcc.Store(id="system-version", data=_version(run, "step")),
         dcc.Interval(id="system-poll", interval=context.config.browser_poll_ms),
     ])
 
 
-def _charts(run: str, x_axis: str) -> list[Any]:
+def _no_runs() -> html.Div:
+    store = board_context().store
+    return empty_state(store, "system") or html.Div(
+        "No system metrics yet: start instrumentation.SystemSampler(writer) in a training run.", className="fs-empty",
+        id="empty-system")
+
+
+def _charts(run: str | None, x_axis: str) -> list[Any]:
+    if run is None:
+        return [_no_runs()]
     store = board_context().store
     charts = []
     host = [("CPU (process + children)", [system_tag(CPU_PERCENT)]),
@@ -57,11 +63,11 @@ def _charts(run: str, x_axis: str) -> list[Any]:
     return charts
 
 
-def _note(run: str) -> str:
-    return nvml_note(gpu_status(board_context().store, run)) or ""
+def _note(run: str | None) -> str:
+    return "" if run is None else nvml_note(gpu_status(board_context().store, run)) or ""
 
 
-def _version(run: str, x_axis: str) -> list:
+def _version(run: str | None, x_axis: str) -> list:
     """What the charts show: the run, the x axis and (tag, revision, length) of the run's `sys/` series and engine
     device memory series. The charts
     are rebuilt only when this changes, whichever input fired (a poll tick and a click may arrive as one call)."""
@@ -80,11 +86,17 @@ def register_callbacks(app: Dash) -> None:
     def _run_note(run: str):
         return _note(run)
 
-    @app.callback(Output("system-charts", "children"), Output("system-version", "data"), Input("system-run", "value"),
+    @app.callback(Output("system-charts", "children"), Output("system-version", "data"),
+                  Output("system-run", "options"), Output("system-run", "value"), Input("system-run", "value"),
                   Input("system-x-axis", "value"), Input("system-poll", "n_intervals"), State("system-version", "data"),
-                  prevent_initial_call=True)
-    def _update(run: str, x_axis: str, _ticks: int, shown: list | None):
+                  State("system-run", "options"), prevent_initial_call=True)
+    def _update(run: str | None, x_axis: str, _ticks: int, shown: list | None, options: list | None):
+        """Redraw when the run's series changed (or the run or axis did); list runs that started sampling since."""
+        runs = system_runs(board_context().store)
+        if run not in runs:
+            run = runs[0] if runs else None
+        new_options = runs if runs != options else no_update
         version = _version(run, x_axis)
         if version == shown:
-            return no_update, no_update  # nothing new: keep the charts (and the user's zoom) as they are
-        return _charts(run, x_axis), version
+            return no_update, no_update, new_options, no_update  # nothing new: keep the charts (and the zoom)
+        return _charts(run, x_axis), version, new_options, run
