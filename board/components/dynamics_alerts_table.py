@@ -8,7 +8,7 @@ from dash import dcc, html
 from board.data.alerts import RunAlert
 from board.data.discovery import run_group
 from board.data.ranks import RANK_ALERT_KINDS
-from instrumentation.format.alert_names import INPUT_BOUND, MEMORY_KINDS, SNAPSHOT
+from instrumentation.format.alert_names import FIRST_STEP, INPUT_BOUND, LAST_STEP, MEMORY_KINDS, SNAPSHOT
 
 SEVERITY_BADGES = {"error": "fs-badge fs-badge-error", "warning": "fs-badge fs-badge-warn", "info": "fs-badge"}
 
@@ -28,8 +28,14 @@ def dynamics_link(run: str, step: int, kind: str = "", subject: str = "") -> str
     return "/dynamics?" + urlencode(query)
 
 
-def profile_link(run: str, step: int) -> str:
-    return "/profile?" + urlencode({"run": run, "step": step})
+def profile_link(run: str, step: int, kind: str = "", first: object = None, last: object = None) -> str:
+    """The run's newest capture on the Profile page with ``step`` outlined (``first``..``last`` shaded)."""
+    query: dict[str, object] = {"run": run, "step": step}
+    if kind:
+        query["kind"] = kind
+    if isinstance(first, int) and isinstance(last, int):
+        query.update(first=first, last=last)
+    return "/profile?" + urlencode(query)
 
 
 def ranks_link(group: str) -> str:
@@ -43,7 +49,8 @@ def alert_link(item: RunAlert) -> str:
     if item.alert.kind in RANK_ALERT_KINDS:
         return ranks_link(run_group(item.run))
     if item.alert.kind == INPUT_BOUND:
-        return profile_link(item.run, item.alert.step)
+        evidence = item.alert.evidence
+        return profile_link(item.run, item.alert.step, INPUT_BOUND, evidence.get(FIRST_STEP), evidence.get(LAST_STEP))
     if item.alert.kind in MEMORY_KINDS:
         query = {"run": item.run}
         snapshot = item.alert.evidence.get(SNAPSHOT)

@@ -4,20 +4,27 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from board.data.profile import BREAKDOWN_PARTS, StepBreakdown, Timeline
+from board.data.profile import BREAKDOWN_PARTS, PART_LABELS, MemoryCurve, StepBreakdown, Timeline
+from instrumentation.format.units import format_bytes
 
 PART_COLORS = {"data": "#e15759", "forward": "#4e79a7", "backward": "#f28e2b", "optimizer": "#59a14f",
-               "log": "#b07aa1", "other": "#bab0ac", "step": "#d3d7dc", "user": "#76b7b2"}
+               "comm_wait": "#edc948", "log": "#b07aa1", "other": "#bab0ac", "step": "#d3d7dc", "user": "#76b7b2"}
+MARK_COLOR = "#d62728"  # the step an alert (or a click) points at
 _LAYOUT = {"template": "plotly_white", "margin": {"l": 70, "r": 20, "t": 40, "b": 40}}
 
 
-def breakdown_figure(breakdown: StepBreakdown, title: str = "step time") -> go.Figure:
+def breakdown_figure(breakdown: StepBreakdown, title: str = "step time", marked_step: int | None = None,
+                     window: tuple[int, int] | None = None) -> go.Figure:
+    """Stacked parts per step; ``marked_step`` (an alert's step) outlined, ``window`` (its steps) shaded."""
     figure = go.Figure()
     steps = breakdown.steps.tolist()
     for part in BREAKDOWN_PARTS:
         values = breakdown.parts_ms[part]
-        figure.add_bar(x=steps, y=values.tolist(), name=part, marker_color=PART_COLORS[part],
-                       hovertemplate=f"step %{{x}}<br>{part}: %{{y:.3f}} ms<extra></extra>")
+        if part == "comm_wait" and not values.any():  # single-process training never waits on other ranks
+            continue
+        label = PART_LABELS.get(part, part)
+        figure.add_bar(x=steps, y=values.tolist(), name=label, marker_color=PART_COLORS[part],
+                       hovertemplate=f"step %{{x}}<br>{label}: %{{y:.3f}} ms<extra></extra>")
     if breakdown.gpu_busy_ms is not None:  # device time: how much of each step the GPU ran kernels
         for name, values, color in (("GPU busy", breakdown.gpu_busy_ms, "#1b9e77"),
                                     ("GPU idle", breakdown.gpu_idle_ms, "#7f7f7f")):
@@ -29,6 +36,36 @@ def breakdown_figure(breakdown: StepBreakdown, title: str = "step time") -> go.F
     if not steps:
         figure.add_annotation(text="this capture has no step spans", showarrow=False, xref="paper", yref="paper",
                               x=0.5, y=0.5)
+    if window is not None and steps:
+        first, last = max(window[0], steps[0]), min(window[1], steps[-1])
+        if first <= last:
+            figure.add_vrect(x0=first - 0.5, x1=last + 0.5, fillcolor=MARK_COLOR, opacity=0.08, line_width=0,
+                             layer="below")
+    if marked_step is not None and marked_step in steps:
+        figure.add_vrect(x0=marked_step - 0.5, x1=marked_step + 0.5, line={"color": MARK_COLOR, "width": 2},
+                         fillcolor="rgba(0,0,0,0)", name="marked step")
+        figure.add_annotation(x=marked_step, y=1.0, yref="paper", yanchor="bottom", text=f"alert · step {marked_step}",
+                              showarrow=False, font={"color": MARK_COLOR})
+    return figure
+
+
+def memory_figure(curve: MemoryCurve, title: str = "memory allocated") -> go.Figure:
+    """Allocated bytes after each memory event (a step function: the value holds until the next event), markers
+    at the events, the steps shaded in turn; nothing is drawn before the first event or after the last."""
+    figure = go.Figure()
+    for i, (start, end, step) in enumerate(zip(curve.step_start_ms.tolist(), curve.step_end_ms.tolist(),
+                                               curve.steps.tolist())):
+        figure.add_vrect(x0=start, x1=end, fillcolor="#4e79a7", opacity=0.06 if i % 2 else 0.12, line_width=0,
+                         layer="below", annotation_text=f"step {step}", annotation_position="top left",
+                         annotation_font={"size": 10, "color": "#666"})
+    hover = [format_bytes(int(b)) for b in curve.allocated_bytes.tolist()]
+    figure.add_scatter(x=curve.time_ms.tolist(), y=curve.allocated_bytes.tolist(), mode="lines+markers",
+                       line={"shape": "hv", "color": "#4e79a7", "width": 1.5}, marker={"size": 3},
+                       name="allocated", customdata=hover,
+                       hovertemplate="%{x:.3f} ms<br>allocated %{customdata}<extra></extra>")
+    figure.update_layout(title=title, xaxis_title="ms from the capture's start", yaxis_title="bytes allocated",
+                         height=300, showlegend=False, **_LAYOUT)
+    figure.update_yaxes(rangemode="tozero")
     return figure
 
 

@@ -10,7 +10,8 @@ from instrumentation.format import trace as fmt
 from instrumentation.format.trace_columns import TraceColumns
 from instrumentation.format.trace_stats import OpStat, op_stats
 
-BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "log", "other")
+BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "comm_wait", "log", "other")
+PART_LABELS = {"comm_wait": "waiting on other ranks"}  # how a part is named where its key says too little
 OPS_LANE, SPANS_LANE, STEP_LANE = "ops", "spans", "step"
 GPU_LANE = "gpu"  # the kernels of the step's ops (device time), below the host ops
 
@@ -19,9 +20,10 @@ GPU_LANE = "gpu"  # the kernels of the step's ops (device time), below the host 
 class StepBreakdown:
     """Per step, milliseconds in each of BREAKDOWN_PARTS.
 
-    ``forward``/``backward``: self time of the host ops of that phase; ``optimizer``: the optimizer span (or
-    the optimizer-phase ops when there is none); ``data``/``log``: those spans; ``other``: the rest of the step
-    (Python between ops), never negative."""
+    ``forward``/``backward``: self time of the host ops of that phase (torch: the DataLoader's ops are data, not
+    forward); ``optimizer``: the optimizer spans (or the optimizer-phase ops when there are none); ``data``/``log``:
+    those spans; ``comm_wait``: data-parallel training waiting for the other ranks' gradients (the ``comm_wait``
+    spans); ``other``: the rest of the step (Python between ops), never negative. No time is in two parts."""
 
     steps: np.ndarray  # int64 step numbers, ascending
     step_ms: np.ndarray
@@ -73,10 +75,11 @@ def step_breakdown(columns: TraceColumns) -> StepBreakdown:
 
     # NOTE: log time is what lies inside the step (step-end observers run after it); instrumentation inside the
     # optimizer span (an optimizer_step_begin observer such as watch()) is log time, not optimizer time
-    optimizer_span = span_ms(fmt.CAT_OPTIMIZER) - nested_ms(fmt.CAT_LOG, fmt.CAT_OPTIMIZER)
+    optimizer_span = (span_ms(fmt.CAT_OPTIMIZER) - nested_ms(fmt.CAT_LOG, fmt.CAT_OPTIMIZER)
+                      - nested_ms(fmt.CAT_COMM_WAIT, fmt.CAT_OPTIMIZER))
     parts = {"data": span_ms(fmt.CAT_DATA), "forward": op_ms("forward"), "backward": op_ms("backward"),
              "optimizer": np.where(optimizer_span > 0, optimizer_span, op_ms("optimizer")),
-             "log": nested_ms(fmt.CAT_LOG, fmt.CAT_STEP)}
+             "comm_wait": nested_ms(fmt.CAT_COMM_WAIT, fmt.CAT_STEP), "log": nested_ms(fmt.CAT_LOG, fmt.CAT_STEP)}
     covered = np.sum(list(parts.values()), axis=0) if len(steps) else np.zeros(0)
     parts["other"] = np.maximum(step_ms - covered, 0.0)
     busy = _gpu_busy_ms(columns, order)
@@ -132,7 +135,7 @@ def step_timeline(columns: TraceColumns, step: int) -> Timeline:
     for i in step_rows:
         rows.append((STEP_LANE, spans.ts_us[i], spans.dur_us[i], spans.name[i], fmt.CAT_STEP, ""))
     inside = (spans.ts_us >= origin) & (spans.ts_us <= end)
-    for category in (fmt.CAT_DATA, fmt.CAT_OPTIMIZER, fmt.CAT_LOG, fmt.CAT_USER):
+    for category in (fmt.CAT_DATA, fmt.CAT_OPTIMIZER, fmt.CAT_COMM_WAIT, fmt.CAT_LOG, fmt.CAT_USER):
         for i in np.flatnonzero(inside & (spans.category == fmt.SPAN_CATEGORIES.index(category))).tolist():
             rows.append((SPANS_LANE, spans.ts_us[i], spans.dur_us[i], spans.name[i], category, ""))
     step_ops = np.flatnonzero((ops.step == step) & (ops.category == 0))
@@ -156,3 +159,30 @@ def step_timeline(columns: TraceColumns, step: int) -> Timeline:
                     (np.array([r[1] for r in rows], dtype=np.float64) - origin) / 1e3,
                     np.array([r[2] for r in rows], dtype=np.float64) / 1e3,
                     tuple(r[3] for r in rows), tuple(r[4] for r in rows), tuple(r[5] for r in rows))
+
+
+@dataclass(frozen=True)
+class MemoryCurve:
+    """Allocated bytes (summed over devices) at each memory sample of a capture — torch's ``[memory]`` events
+    (``profile_memory=True``: one per allocation or free) or flowscope's memory counters — with the capture's
+    steps, times in ms from the capture's first event."""
+
+    time_ms: np.ndarray
+    allocated_bytes: np.ndarray
+    step_start_ms: np.ndarray
+    step_end_ms: np.ndarray
+    steps: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.time_ms)
+
+
+def memory_curve(columns: TraceColumns) -> MemoryCurve:
+    spans = columns.spans
+    step_rows = spans.of(fmt.CAT_STEP)
+    step_rows = step_rows[np.argsort(spans.ts_us[step_rows], kind="stable")]
+    starts = [columns.memory_ts_us, spans.ts_us[step_rows], columns.ops.ts_us]
+    origin = min((float(a.min()) for a in starts if len(a)), default=0.0)
+    return MemoryCurve((columns.memory_ts_us - origin) / 1e3, columns.memory_bytes.copy(),
+                       (spans.ts_us[step_rows] - origin) / 1e3,
+                       (spans.ts_us[step_rows] + spans.dur_us[step_rows] - origin) / 1e3, spans.step[step_rows].copy())

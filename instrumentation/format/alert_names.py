@@ -45,6 +45,7 @@ ALLOCATED_BYTES = "allocated_bytes"
 REQUEST_BYTES = "request_bytes"  # the request size fragmentation was measured against (the last request's)
 LARGEST_FREE_BLOCK = "largest_free_block"
 THRESHOLD = "threshold"  # the share above which the alert fires
+FIRST_STEP, LAST_STEP = "first_step", "last_step"  # input_bound: the window of steps that waited for input
 
 # Evidence keys of a straggler alert (instrumentation/distributed/straggler.py): the window's first and last step, the
 # rank's median busy time (step time - allreduce wait - data wait - CPU wait) over the window, the median over the

@@ -37,7 +37,7 @@ CAT_COMM = "comm"        # one collective (name "allreduce", "broadcast", "all_g
 CAT_COMM_WAIT = "comm_wait"  # the optimizer side waiting for outstanding gradient buckets (training thread)
 COUNTER_MEMORY = "memory"  # "ph": "C" events, args {"<device>.allocated": bytes, "<device>.reserved": bytes}
 SPAN_CATEGORIES = (CAT_STEP, CAT_MODULE, CAT_DATA, CAT_OPTIMIZER, CAT_LOG, CAT_USER, CAT_COMM, CAT_COMM_WAIT)
-PHASES = ("forward", "backward", "optimizer")
+PHASES = ("forward", "backward", "optimizer", "data")  # "data": torch ops run by the DataLoader (input, not forward)
 
 # `args` keys of op events.
 ARG_STEP, ARG_MODULE, ARG_PHASE = "step", "module", "phase"

@@ -1,22 +1,23 @@
 """A Chrome trace (flowscope's or torch.profiler's) as numpy columns of typed events: ops, spans and counters."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from instrumentation.format.gcpause import gc_paused
 from instrumentation.format import trace as fmt
-from instrumentation.format.trace_torch import (FLOW_FWDBWD, backward_ops, flow_targets, kernel_phases, launches,
-                                                memory_events, op_memory)
+from instrumentation.format.trace_torch import (FLOW_FWDBWD, MODULE_PREFIX, PYTHON_CAT, backward_ops, flow_targets,
+                                                inclusive_bytes, kernel_phases, launches, memory_events,
+                                                merged_into_parent, module_paths, op_memory, owners)
 
 _EMPTY: dict[str, Any] = {}
 # torch.profiler categories and names mapped onto ours.
 _TORCH_OP_CATS = {"cpu_op", "operator"}
 _TORCH_KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 _TORCH_STEP = "ProfilerStep#"
-_TORCH_OPTIMIZER = "Optimizer.step#"
+_TORCH_OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
 _TORCH_DATA = "enumerate(DataLoader)#"
 
 
@@ -40,6 +41,9 @@ class OpColumns:
     bytes: np.ndarray         # int64 output bytes allocated (0 when unknown); torch: the op's own [memory] allocations
     flops: np.ndarray         # float64, NaN when unknown
     freed_bytes: np.ndarray   # int64 bytes the op itself freed (torch's [memory] events; 0 when unknown)
+    # torch's [memory] events: the net bytes (allocated minus freed) of the op and every op nested in it, torch's
+    # "CPU Mem" (the op's own net, "Self CPU Mem", is bytes - freed_bytes). None when the trace records no frees.
+    total_net_bytes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ts_us)
@@ -91,6 +95,7 @@ def _columns(trace: dict[str, Any]) -> TraceColumns:
     source = "flowscope" if metadata.get("writer") == "flowscope" else ("torch" if torch_like else "chrome")
     complete = [e for e in events if type(e) is dict and e.get("ph") == "X"]
     ops, spans = _split(complete, source)
+    spans.extend(_torch_modules(complete) if source != "flowscope" else ())
     counters = [e for e in events if type(e) is dict and e.get("ph") == "C" and e.get("name") == fmt.COUNTER_MEMORY]
     memory_ts = np.array([e.get("ts", 0.0) for e in counters], dtype=np.float64)
     memory_bytes = _allocated_bytes([e.get("args") or _EMPTY for e in counters])
@@ -99,9 +104,10 @@ def _columns(trace: dict[str, Any]) -> TraceColumns:
         return TraceColumns(_op_columns(ops, span_columns), span_columns, memory_ts, memory_bytes, metadata, source)
     memory = memory_events(events, _thread_id)  # torch.profiler(profile_memory=True)
     op_columns = _op_columns(ops, span_columns, memory=memory, flow_ends=flow_targets(events, FLOW_FWDBWD, _thread_id),
-                             launched=launches(events, _thread_id))
+                             launched=launches(events, _thread_id), modules=_modules_of(ops, spans))
     if len(memory) and not len(counters):
         memory_ts, memory_bytes = memory.ts_us, memory.total_bytes
+    op_columns = _fold_duplicates(op_columns)
     return TraceColumns(op_columns, span_columns, memory_ts, memory_bytes, metadata, source)
 
 
@@ -136,13 +142,38 @@ def _split(complete: list[dict], source: str) -> tuple[list[dict], list[tuple[in
             ops.append(event)
         elif name.startswith(_TORCH_STEP):
             spans.append((index(fmt.CAT_STEP), "step " + name[len(_TORCH_STEP):], event))
-        elif name.startswith(_TORCH_OPTIMIZER):
+        elif name.startswith(_TORCH_OPTIMIZER) and cat != PYTHON_CAT:
             spans.append((index(fmt.CAT_OPTIMIZER), name, event))
-        elif name.startswith(_TORCH_DATA):
+        elif name.startswith(_TORCH_DATA) and cat != PYTHON_CAT:
             spans.append((index(fmt.CAT_DATA), name, event))
         elif cat == "user_annotation" or cat in fmt.SPAN_CATEGORIES:
             spans.append((index(cat) if cat in fmt.SPAN_CATEGORIES else index(fmt.CAT_USER), name, event))
     return ops, spans
+
+
+def _torch_modules(complete: list[dict]) -> list[tuple[int, str, dict]]:
+    """torch's ``nn.Module:`` events (``with_stack=True``) as module spans named by their path (trace_torch)."""
+    found = [e for e in complete if e.get("cat") == PYTHON_CAT and str(e.get("name", "")).startswith(MODULE_PREFIX)]
+    if not found:
+        return []
+    paths = module_paths([e["name"] for e in found], *_intervals(found))
+    return [(fmt.SPAN_CATEGORIES.index(fmt.CAT_MODULE), path, e) for path, e in zip(paths, found)]
+
+
+def _intervals(events: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.array([float(e.get("ts", 0.0)) for e in events], dtype=np.float64),
+            np.array([float(e.get("dur", 0.0)) for e in events], dtype=np.float64),
+            np.array([_thread_id(e) for e in events], dtype=np.int64))
+
+
+def _modules_of(ops: list[dict], spans: list[tuple[int, str, dict]]) -> list[str] | None:
+    """Each torch op's innermost module span on its thread ("" outside every module); None without module spans."""
+    index = fmt.SPAN_CATEGORIES.index(fmt.CAT_MODULE)
+    modules = [(name, e) for category, name, e in spans if category == index]
+    if not modules:
+        return None
+    owner = owners(*_intervals([e for _, e in modules]), *_intervals(ops)[::2])
+    return [modules[i][0] if i >= 0 else "" for i in owner.tolist()]
 
 
 def _span_columns(spans: list[tuple[int, str, dict]]) -> SpanColumns:
@@ -174,7 +205,7 @@ def _steps_at(spans: SpanColumns, ts_us: np.ndarray) -> np.ndarray:
 
 
 def _op_columns(ops: list[dict], spans: SpanColumns, memory=None, flow_ends: set | None = None,
-                launched: dict | None = None) -> OpColumns:
+                launched: dict | None = None, modules: list[str] | None = None) -> OpColumns:
     args = [e.get("args") or _EMPTY for e in ops]
     name_codes, names = _codes([str(e.get("name", "")) for e in ops])
     kernel_cats = _TORCH_KERNEL_CATS | {fmt.CAT_KERNEL}
@@ -182,7 +213,8 @@ def _op_columns(ops: list[dict], spans: SpanColumns, memory=None, flow_ends: set
     ts = np.array([e.get("ts", 0.0) for e in ops], dtype=np.float64)
     dur = np.array([e.get("dur", 0.0) for e in ops], dtype=np.float64)
     tid = np.array([_thread_id(e) for e in ops], dtype=np.int64)
-    module, modules = _codes([a.get(fmt.ARG_MODULE) or "" for a in args], first=("",))
+    module, module_names = _codes(modules if modules is not None else [a.get(fmt.ARG_MODULE) or "" for a in args],
+                                  first=("",))
     shapes, shape_strings = _codes([_shape_text(a) for a in args])
     nbytes = np.array([a.get(fmt.ARG_BYTES) or 0 for a in args], dtype=np.int64)
     flops = np.array([a.get(fmt.ARG_FLOPS, np.nan) for a in args], dtype=np.float64)
@@ -196,12 +228,34 @@ def _op_columns(ops: list[dict], spans: SpanColumns, memory=None, flow_ends: set
         phase = np.where(phase < 0, _torch_phase(backward, ts, spans), phase).astype(np.int8)
         if launched:  # device ops take the phase of the host op that launched them
             phase = kernel_phases(args, category == 1, ts, dur, tid, phase, launched)
-    freed = np.zeros(len(ops), dtype=np.int64)
+    freed, total_net = np.zeros(len(ops), dtype=np.int64), None
     if memory is not None and len(memory):
         allocated, freed = op_memory(ts, dur, tid, memory)
         nbytes = np.where(nbytes == 0, allocated, nbytes)
-    return OpColumns(name_codes, names, category, ts, dur, _self_times(ts, dur, tid), tid, step, module, modules,
-                     phase, shapes, shape_strings, nbytes, flops, freed)
+        total_net = inclusive_bytes(nbytes - freed, ts, dur, tid)
+    return OpColumns(name_codes, names, category, ts, dur, _self_times(ts, dur, tid), tid, step, module, module_names,
+                     phase, shapes, shape_strings, nbytes, flops, freed, total_net)
+
+
+def _fold_duplicates(ops: OpColumns) -> OpColumns:
+    """torch's key_averages counts an op nested alone in an op of the same name as that op (trace_torch): fold its
+    self time and own bytes into the holder and drop its row, so that calls and self numbers are torch's."""
+    host = np.flatnonzero(ops.category == 0)
+    into = merged_into_parent(ops.name[host], ops.ts_us[host], ops.dur_us[host], ops.tid[host])
+    folded = np.flatnonzero(into >= 0)
+    if not len(folded):
+        return ops
+    rows, targets = host[folded], host[into[folded]]
+    sums = {}
+    for name in ("self_us", "bytes", "freed_bytes"):
+        values = getattr(ops, name).copy()
+        np.add.at(values, targets, values[rows])
+        sums[name] = values
+    keep = np.ones(len(ops), dtype=bool)
+    keep[rows] = False
+    arrays = {f.name: getattr(ops, f.name) for f in fields(ops)}
+    arrays.update(sums)
+    return OpColumns(**{name: value[keep] if isinstance(value, np.ndarray) else value for name, value in arrays.items()})
 
 
 def _shape_text(args: dict) -> str:
@@ -215,11 +269,13 @@ def _shape_text(args: dict) -> str:
 
 
 def _torch_phase(backward: np.ndarray, ts: np.ndarray, spans: SpanColumns) -> np.ndarray:
-    """Backward for the ops autograd ran (trace_torch.backward_ops), optimizer inside an optimizer span."""
-    phase = np.where(backward, 1, 0).astype(np.int8)
-    optimizer = spans.of(fmt.CAT_OPTIMIZER)
-    for start, duration in zip(spans.ts_us[optimizer], spans.dur_us[optimizer]):
-        phase[(ts >= start) & (ts <= start + duration)] = 2
+    """Backward for the ops autograd ran (trace_torch.backward_ops), optimizer inside an optimizer span (step and
+    zero_grad), data inside a data span (``enumerate(DataLoader)#…``: the loader's work is input, not forward)."""
+    phase = np.where(backward, fmt.PHASES.index("backward"), fmt.PHASES.index("forward")).astype(np.int8)
+    for category, name in ((fmt.CAT_OPTIMIZER, "optimizer"), (fmt.CAT_DATA, "data")):
+        rows = spans.of(category)
+        for start, duration in zip(spans.ts_us[rows], spans.dur_us[rows]):
+            phase[(ts >= start) & (ts <= start + duration)] = fmt.PHASES.index(name)
     return phase
 
 

@@ -9,12 +9,18 @@ from instrumentation.format import trace as fmt
 from instrumentation.format.trace_columns import TraceColumns
 
 GROUP_BY = ("op", "module", "shape")
-SORT_KEYS = ("self_us", "total_us", "calls", "mean_us", "bytes", "flops", "cuda_us")
+SORT_KEYS = ("self_us", "total_us", "calls", "mean_us", "bytes", "flops", "cuda_us", "self_net_bytes",
+             "total_net_bytes")
 
 
 @dataclass(frozen=True, slots=True)
 class OpStat:
-    """One row of a top-ops table. ``percent_of_step`` is self time over the summed step time."""
+    """One row of a top-ops table. ``percent_of_step`` is self time over the summed step time.
+
+    Memory, as torch's ``key_averages()`` names it: ``bytes`` is gross, what the group's ops allocated themselves;
+    ``self_net_bytes`` is torch's "Self CPU Mem" (allocated minus freed by the ops themselves) and
+    ``total_net_bytes`` its "CPU Mem" (the same including the ops nested in them; by module, the module's ops).
+    Both are None when the trace records no frees (flowscope's own captures count output bytes only)."""
 
     key: str
     calls: int
@@ -26,6 +32,8 @@ class OpStat:
     flops: float  # NaN when no op of the group has a known FLOP count
     cuda_us: float = 0.0  # summed GPU time of the group's kernels (0 without device time)
     cuda_calls: int = 0  # kernel events of the group
+    self_net_bytes: int | None = None
+    total_net_bytes: int | None = None
 
     @property
     def cuda_mean_us(self) -> float:
@@ -73,38 +81,46 @@ def op_stats(columns: TraceColumns, group_by: str = "op", sort_by: str = "self_u
     nbytes = np.bincount(codes, ops.bytes[rows].astype(np.float64), minlength=size)
     flops_known = np.bincount(codes, ~np.isnan(ops.flops[rows]), minlength=size)
     flops = np.where(flops_known > 0, np.bincount(codes, np.nan_to_num(ops.flops[rows]), minlength=size), np.nan)
+    self_net = total_net = None
+    if ops.total_net_bytes is not None:
+        self_net = np.bincount(codes, (ops.bytes[rows] - ops.freed_bytes[rows]).astype(np.float64), minlength=size)
+        # by module a group's total is its ops' own bytes (an op nested in another may belong to another module)
+        total_net = self_net if group_by == "module" else \
+            np.bincount(codes, ops.total_net_bytes[rows].astype(np.float64), minlength=size)
     if group_by == "module":
-        calls, total_us = _module_spans(columns, labels, calls, total_us)
+        calls, total_us = _module_spans(columns, labels, calls, total_us, self_us)
     denominator = step_time_us(columns)
     stats = [OpStat(labels[i], int(calls[i]), float(self_us[i]), float(total_us[i]),
                     float(total_us[i] / calls[i]) if calls[i] else 0.0,
                     float(self_us[i] / denominator * 100.0) if denominator > 0 else 0.0, int(nbytes[i]),
-                    float(flops[i]), float(cuda_us[i]), int(cuda_calls[i]))
+                    float(flops[i]), float(cuda_us[i]), int(cuda_calls[i]),
+                    None if self_net is None else int(self_net[i]), None if total_net is None else int(total_net[i]))
              for i in range(size) if calls[i] or self_us[i]]
     return sorted(stats, key=lambda s: (-_sort_value(s, sort_by), s.key))
 
 
-def _module_spans(columns: TraceColumns, labels: tuple[str, ...], calls: np.ndarray,
-                  total_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _module_spans(columns: TraceColumns, labels: tuple[str, ...], calls: np.ndarray, total_us: np.ndarray,
+                  self_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     spans = columns.spans
     modules = spans.of(fmt.CAT_MODULE)
     if not len(modules):
         return calls, total_us
     position = {label: i for i, label in enumerate(labels)}
-    calls, total_us = calls.copy(), total_us.copy()
-    calls[:] = 0
-    total_us[:] = 0.0
+    span_calls, span_us = np.zeros_like(calls), np.zeros_like(total_us)
     for index in modules.tolist():
         i = position.get(spans.name[index])
         if i is not None:
-            calls[i] += 1
-            total_us[i] += spans.dur_us[index]
-    return calls, total_us
+            span_calls[i] += 1
+            span_us[i] += spans.dur_us[index]
+    # a group without a span (torch: the ops outside every module) keeps its ops' calls; its total is their self
+    # time (their durations would count an op nested in another of the group twice)
+    has_span = span_calls > 0
+    return np.where(has_span, span_calls, calls), np.where(has_span, span_us, self_us)
 
 
 def _sort_value(stat: OpStat, key: str) -> float:
     value = getattr(stat, key)
-    return -np.inf if value != value else float(value)  # NaN FLOPs sort last
+    return -np.inf if value is None or value != value else float(value)  # NaN FLOPs, unknown memory sort last
 
 
 def format_table(stats: list[OpStat], group_by: str = "op", row_limit: int = 20) -> str:

@@ -16,6 +16,8 @@ FLOW_KERNEL = "ac2g"  # flow events from a host launch ("s") to the device kerne
 MEMORY_EVENT = "[memory]"  # instant event per allocation (Bytes > 0) or free (Bytes < 0)
 MEMORY_BYTES, MEMORY_TOTAL, MEMORY_DEVICE_TYPE, MEMORY_DEVICE_ID = "Bytes", "Total Allocated", "Device Type", "Device Id"
 CORRELATION = "correlation"  # args of a kernel and of the runtime call that launched it
+MODULE_PREFIX = "nn.Module: "  # python_function events (with_stack=True) of each Module.__call__: "nn.Module: Linear_0"
+PYTHON_CAT = "python_function"
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,18 @@ def memory_events(events: list[Any], thread_id) -> MemoryEvents:
                         np.array([thread_id(e) for e in found], dtype=np.int64),
                         np.array([int((e.get("args") or _EMPTY).get(MEMORY_BYTES) or 0) for e in found], dtype=np.int64),
                         total)
+
+
+def module_paths(names: list[str], ts: np.ndarray, dur: np.ndarray, tid: np.ndarray) -> list[str]:
+    """Each ``nn.Module:`` event's path: the instance names of the module events holding it on its thread, outermost
+    first, and its own, joined by "." (``Sequential_0.Conv2d_0``)."""
+    parent = parents(ts, dur, tid)
+    own = [name[len(MODULE_PREFIX):] if name.startswith(MODULE_PREFIX) else name for name in names]
+    paths = list(own)
+    for i in np.lexsort((-dur, ts, tid)).tolist():  # holders before the modules they hold
+        if parent[i] >= 0:
+            paths[i] = f"{paths[parent[i]]}.{own[i]}"
+    return paths
 
 
 def parents(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -123,6 +137,32 @@ def op_memory(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, memory: MemoryEv
     np.add.at(allocated, owner[alloc], memory.bytes[alloc])
     np.add.at(freed, owner[free], -memory.bytes[free])
     return allocated, freed
+
+
+def merged_into_parent(codes: np.ndarray, ts: np.ndarray, dur: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Each op's parent when torch's key_averages folds it into that parent (the parent has the same name and no
+    other child: ``aten::mean`` calling ``aten::mean``), else -1; chains fold into their outermost op."""
+    parent = parents(ts, dur, tid)
+    children = np.bincount(parent[parent >= 0], minlength=len(ts))
+    into = np.full(len(ts), -1, dtype=np.int64)
+    for i in np.lexsort((-dur, ts, tid)).tolist():  # holders first: a chain's outer link is resolved before
+        p = parent[i]
+        if p >= 0 and codes[p] == codes[i] and children[p] == 1:
+            into[i] = into[p] if into[p] >= 0 else p
+    return into
+
+
+def inclusive_bytes(self_bytes: np.ndarray, ts: np.ndarray, dur: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Each op's own bytes plus those of every op nested in it on its thread (torch's "CPU Mem" from the net "Self
+    CPU Mem")."""
+    total = self_bytes.astype(np.int64).copy()
+    if not len(total):
+        return total
+    parent = parents(ts, dur, tid)
+    for i in np.lexsort((-dur, ts, tid))[::-1].tolist():  # the innermost first: children before their holders
+        if parent[i] >= 0:
+            total[parent[i]] += total[i]
+    return total
 
 
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")  # host-side launches: cudaLaunchKernel, cudaMemcpyAsync …

@@ -5,7 +5,7 @@ import collections
 import os
 
 from engine import hooks
-from instrumentation.format.alert_names import INPUT_BOUND
+from instrumentation.format.alert_names import FIRST_STEP, INPUT_BOUND, LAST_STEP
 from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.profiler.gpu_lane import gpu_busy_ns
 
@@ -81,7 +81,7 @@ class InputBoundDetector:
                      f"{' with the GPU idle' if idles else ''} (threshold "
                      f"{self.share:.0%}): the input pipeline limits training speed; try prefetch(), "
                      "map(num_parallel_calls=...) or cache()"),
-            evidence={"first_step": first, "last_step": last, "steps": len(self._window),
+            evidence={FIRST_STEP: first, LAST_STEP: last, "steps": len(self._window),
                       "data_wait_share": observed, "threshold": self.share,
                       "data_wait_ms": wait_ns / 1e6, "step_time_ms": step_ns / 1e6,
                       "mean_data_wait_ms": wait_ns / 1e6 / len(self._window),

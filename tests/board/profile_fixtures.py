@@ -79,3 +79,46 @@ def budgeted_run(run_dir: Path, steps: int = 300, capture_steps: int = 5) -> Non
             loss.backward()
             optimizer.step()
             handle.log_loss(loss.item())
+
+
+def torch_cnn_trace(directory: Path, steps: int = 3, keep: list | None = None, chrome: bool = False) -> Path:
+    """``torch.profiler`` (``with_modules``, ``with_stack``: its ``nn.Module:`` events; ``profile_memory``;
+    ``record_shapes``) on a small CNN fed by a ``DataLoader`` whose items are made with torch ops (so the loader's
+    own ops show inside its ``enumerate(DataLoader)#…`` spans), written by ``tensorboard_trace_handler`` (or with
+    ``chrome``, by ``export_chrome_trace``). ``keep`` receives the profiler (for key_averages)."""
+    import torch
+
+    torch.manual_seed(0)
+
+    class Noisy(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 64 * (steps + 2)
+
+        def __getitem__(self, i: int):
+            generator = torch.Generator().manual_seed(i)
+            image = torch.nn.functional.avg_pool2d(torch.randn(1, 1, 56, 56, generator=generator), 2)[0]
+            return (image - image.mean()) / image.std(), i % 10
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Flatten(), torch.nn.Linear(4 * 14 * 14, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(Noisy(), batch_size=16)
+    directory.mkdir(parents=True, exist_ok=True)
+    handler = None if chrome else torch.profiler.tensorboard_trace_handler(str(directory), worker_name="cnn")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], on_trace_ready=handler,
+                                schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
+                                record_shapes=True, profile_memory=True, with_modules=True, with_stack=True) as prof:
+        for step, (x, y) in enumerate(loader):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            prof.step()
+            if step == steps:
+                break
+    if keep is not None:
+        keep.append(prof)
+    if chrome:
+        path = directory / "cnn.pt.trace.json"
+        prof.export_chrome_trace(str(path))
+        return path
+    return next(Path(directory).glob("*.pt.trace.json*"))

@@ -31,7 +31,10 @@ def test_training_alerts_open_the_step_on_the_dynamics_page():
 def test_input_bound_alerts_open_the_step_on_the_profile_page():
     waiting = RunAlert("exp/r", Alert("input_bound", "warning", "data", "waits for data", 12, 0.0, {}))
     url = urlsplit(alert_link(waiting))
-    assert url.path == "/profile" and parse_qs(url.query) == {"run": ["exp/r"], "step": ["12"]}
+    assert url.path == "/profile" and parse_qs(url.query) == {"run": ["exp/r"], "step": ["12"], "kind": ["input_bound"]}
+    windowed = RunAlert("r", Alert("input_bound", "warning", "data", "waits", 19, 0.0, {"first_step": 0, "last_step": 19}))
+    assert parse_qs(urlsplit(alert_link(windowed)).query) == {"run": ["r"], "step": ["19"], "kind": ["input_bound"],
+                                                              "first": ["0"], "last": ["19"]}
 
 
 def test_rank_alerts_open_their_groups_ranks_page():

@@ -12,6 +12,7 @@ from board.data.profile import step_breakdown
 from instrumentation.format import trace as fmt
 from instrumentation.format.trace import read_trace
 from instrumentation.format.trace_columns import columns_from_trace
+from instrumentation.format.trace_stats import op_stats
 from instrumentation.format.trace_torch import owners, parents
 from profile_fixtures import torch_profiler_trace
 
@@ -131,3 +132,78 @@ def test_kernels_keep_their_stream_and_take_the_phase_of_the_op_that_launched_th
     assert sorted(kernels) == ["sgemm_bwd", "sgemm_fwd", "unlaunched_copy"]
     assert {int(ops.tid[by_name[k]]) for k in kernels} == {stream}
     assert ops.step[by_name["sgemm_bwd"]] == 0
+
+
+# --- a CNN fed by a DataLoader, with modules and memory: every per-op number against torch's key_averages -----------
+DATALOADER = "enumerate(DataLoader)#"
+
+
+@pytest.fixture(scope="module", params=["tensorboard_trace_handler", "export_chrome_trace"])
+def cnn(request, tmp_path_factory) -> tuple[dict, object]:
+    from profile_fixtures import torch_cnn_trace
+
+    keep: list = []
+    path = torch_cnn_trace(tmp_path_factory.mktemp("cnn") / "run", steps=3, keep=keep,
+                           chrome=request.param == "export_chrome_trace")
+    return read_trace(path), keep[0]
+
+
+def test_per_op_time_calls_and_memory_are_torchs_key_averages(cnn) -> None:
+    trace, prof = cnn
+    stats = {s.key: s for s in op_stats(columns_from_trace(trace), "op")}
+    averages = {e.key: e for e in prof.key_averages()}
+    assert set(stats) == {e["name"] for e in _cpu_ops(trace)}
+    assert sum(1 for s in stats.values() if s.self_net_bytes) >= 5 and any(s.total_net_bytes != s.self_net_bytes
+                                                                            for s in stats.values())
+    for key, stat in stats.items():
+        torch_row = averages[key]
+        # torch folds an op nested alone in one of its own name (aten::mean in aten::mean) into it: so do we
+        assert stat.calls == torch_row.count, key
+        assert stat.self_us == pytest.approx(torch_row.self_cpu_time_total, abs=1e-3 * stat.calls), key
+        assert stat.self_net_bytes == torch_row.self_cpu_memory_usage, key  # torch's "Self CPU Mem": net
+        assert stat.total_net_bytes == torch_row.cpu_memory_usage, key  # "CPU Mem": net, nested ops included
+        assert stat.bytes >= max(stat.self_net_bytes, 0), key  # gross: allocations only
+
+
+def test_dataloader_work_is_data_time_and_never_forward(cnn) -> None:
+    trace, prof = cnn
+    columns = columns_from_trace(trace)
+    ops = columns.ops
+    loaders = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"].startswith(DATALOADER)]
+    inside = [e for e in _cpu_ops(trace) if any(_inside(e, loader) for loader in loaders)]
+    assert len(inside) >= 3 * 16  # the loader's items are made with torch ops
+    starts = {(int(ops.tid[i]), float(ops.ts_us[i])): fmt.PHASES[ops.phase[i]] for i in range(len(ops))}
+    assert {starts[(e["tid"], float(e["ts"]))] for e in inside if (e["tid"], float(e["ts"])) in starts} == {"data"}
+    breakdown = step_breakdown(columns)
+    # the data part is the loader's spans (torch's own total for them), each step's parts add up to at most the step
+    loader_us = sum(e.cpu_time_total for e in prof.key_averages() if e.key.startswith(DATALOADER))
+    assert breakdown.parts_ms["data"].sum() == pytest.approx(loader_us / 1e3, rel=1e-6)
+    parts = np.sum([breakdown.parts_ms[p] for p in breakdown.parts_ms if p != "other"], axis=0)
+    assert (parts <= breakdown.step_ms + 1e-6).all()
+    loader_self_ms = sum(ops.self_us[ops.phase == fmt.PHASES.index("data")]) / 1e3
+    assert loader_self_ms > 0.1 * breakdown.parts_ms["data"].sum()
+    assert breakdown.parts_ms["forward"].sum() + breakdown.parts_ms["data"].sum() <= breakdown.step_ms.sum()
+
+
+def test_group_by_module_uses_torchs_module_events(cnn) -> None:
+    trace, _ = cnn
+    events = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"
+              and e["name"].startswith("nn.Module: ")]
+    root = [e for e in events if e["name"] == "nn.Module: Sequential_0"]
+    children = [e for e in events if e not in root]
+    expected = collections.defaultdict(lambda: [0, 0.0])
+    for event in children:
+        path = "Sequential_0." + event["name"][len("nn.Module: "):]
+        expected[path][0] += 1
+        expected[path][1] += event["dur"]
+    stats = {s.key: s for s in op_stats(columns_from_trace(trace), "module")}
+    assert {"Sequential_0.Conv2d_0", "Sequential_0.ReLU_0", "Sequential_0.Linear_0"} <= set(stats)
+    for path, (calls, total_us) in expected.items():
+        assert stats[path].calls == calls and stats[path].total_us == pytest.approx(total_us, rel=1e-9)
+        assert stats[path].self_us <= stats[path].total_us + 1e-6
+    # convolution's ops are the conv module's: its self time is the ops' self time inside its spans
+    conv_spans = [e for e in children if e["name"] == "nn.Module: Conv2d_0"]
+    conv_self_ops = [e for e in _cpu_ops(trace) if any(_inside(e, s) for s in conv_spans)]
+    assert stats["Sequential_0.Conv2d_0"].calls == 3 and conv_self_ops
+    # the ops outside every module (the loader's, backward, optimizer) are one row of their own
+    assert "" in stats and stats[""].self_us > 0
