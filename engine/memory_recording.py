@@ -167,6 +167,7 @@ class PeakCapture:
     step: int
     bytes: int
     blocks: tuple[_memory.LiveBlock, ...]
+    grad_enabled: bool = True  # gradients were on at the peak (off: an evaluation, e.g. under engine.no_grad())
 
 
 class _PeakCatcher:
@@ -176,7 +177,8 @@ class _PeakCatcher:
 
     def __init__(self) -> None:
         self.armed: dict[str, int] = {}  # device -> least bytes of a peak to capture
-        self.captured: dict[str, tuple[int, int, dict[int, list]]] = {}  # device -> (step, bytes, buffer table)
+        # device -> (step, bytes, buffer table, gradients on)
+        self.captured: dict[str, tuple[int, int, dict[int, list], bool]] = {}
         self.taken: dict[str, tuple] = {}  # device -> (step, hooks.step_resets, capture) of the last take(step=…)
 
     def at_peak(self, device: str, allocated_bytes: int) -> None:
@@ -185,7 +187,8 @@ class _PeakCatcher:
             self.capture(device, allocated_bytes)
 
     def capture(self, device: str, allocated_bytes: int) -> None:
-        self.captured[device] = (_hooks._step, allocated_bytes, _memory.buffer_table())
+        from engine.op import is_grad_enabled  # NOTE: here, not at the top: engine.op imports this module's peers
+        self.captured[device] = (_hooks._step, allocated_bytes, _memory.buffer_table(), is_grad_enabled())
         self.armed[device] = allocated_bytes + 1  # a higher peak later replaces it
         _memory.set_peak_floor(device, allocated_bytes + 1)
 
@@ -227,7 +230,7 @@ def take_peak_capture(device: str = "cpu", step: int | None = None) -> PeakCaptu
         _peaks.capture(device, allocated)
     captured = _peaks.captured.pop(device, None)
     capture = None if captured is None else PeakCapture(device, captured[0], captured[1],
-                                                         _memory.table_blocks(captured[2], device))
+                                                         _memory.table_blocks(captured[2], device), captured[3])
     if step is not None:
         _peaks.taken[device] = (step, _hooks.step_resets, capture)
     return capture

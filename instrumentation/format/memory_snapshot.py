@@ -18,6 +18,10 @@ from instrumentation.format.alert_names import LEAK, OOM
 SNAPSHOT_RELDIR = os.path.join("plugins", "memory")
 SNAPSHOT_SUFFIX = ".snapshot.json.gz"
 MANUAL, PEAK = "manual", "peak"
+# ``phase``: what the process was doing when the snapshot was taken (gradients on: training; off: an evaluation,
+# e.g. under ``engine.no_grad()``); "" when the writer did not say
+TRAINING, EVALUATION = "training", "evaluation"
+PHASES = (TRAINING, EVALUATION)
 REASONS = (MANUAL, PEAK, OOM, LEAK)  # the last two: the snapshot written with that alert
 _CAPTURE_ID = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}(_\d+)?$")
 
@@ -79,12 +83,16 @@ class MemorySnapshot:
     history: tuple[HistoryEntry, ...] = ()
     requested: Requested | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the leak groups of a "leak" snapshot
+    phase: str = ""  # TRAINING | EVALUATION | "" (unknown)
 
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)
         if self.requested is None:
             del record["requested"]
-        return record
+        # NOTE: the header fields (phase included) before the blocks: read_snapshot_header reads only them
+        phase = record.pop("phase")
+        return {**{key: record.pop(key) for key in ("device", "reason", "step", "wall_time", "allocator")},
+                "phase": phase, **record}
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> MemorySnapshot:
@@ -106,7 +114,7 @@ class MemorySnapshot:
                                            int(h.get("step", 0))) for h in record.get("history", ())),
                 requested=None if requested is None else Requested(int(requested["bytes"]), str(requested.get("op", "")),
                                                                    str(requested.get("module", ""))),
-                extra=dict(record.get("extra") or {}),
+                extra=dict(record.get("extra") or {}), phase=str(record.get("phase", "")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a memory snapshot: {type(error).__name__}: {error}") from error
@@ -132,6 +140,7 @@ class SnapshotHeader:
     wall_time: float
     allocated_bytes: int
     peak_bytes: int
+    phase: str = ""  # TRAINING | EVALUATION | "" (unknown)
 
 
 _HEADER_READ_BYTES = 4096
@@ -157,7 +166,7 @@ def read_snapshot_header(path: str | os.PathLike[str], root: str | os.PathLike[s
         allocator = record["allocator"]
         return SnapshotHeader(str(record["device"]), str(record["reason"]), int(record["step"]),
                               float(record["wall_time"]), int(allocator["allocated"]),
-                              int(allocator.get("peak", allocator["allocated"])))
+                              int(allocator.get("peak", allocator["allocated"])), str(record.get("phase", "")))
     except (OSError, EOFError, ValueError, KeyError, TypeError):
         return None
 

@@ -51,6 +51,7 @@ RANK_MONITOR_OBSERVER = "rank_monitor"  # its "interval": the straggler window (
 ALLOCATED_BYTES, RESERVED_BYTES, PEAK_BYTES = "allocated_bytes", "reserved_bytes", "peak_bytes"
 LIVE_TENSORS = "live_tensors"
 MEMORY_STATS = (ALLOCATED_BYTES, RESERVED_BYTES, PEAK_BYTES, LIVE_TENSORS)
+LIMIT_BYTES = "limit_bytes"  # mem/<device>/limit_bytes: the allocator's limit, logged when it changes (NaN: none)
 HOST_DEVICE = "host"  # mem/host/rss_bytes: the process RSS, read with the engine's figures
 
 # sys/<name> and sys/gpu<i>/<metric>

@@ -57,13 +57,13 @@ def history_records(history: Iterable[tuple], origin_ns: int, device: str) -> tu
 def build_snapshot(*, device: str, reason: str, step: int, live: dict[int, tuple], history: Iterable[tuple],
                    origin_ns: int, names: dict[int, str] | None = None, requested: Requested | None = None,
                    allocated_bytes: int | None = None, peak_bytes: int | None = None,
-                   extra: dict[str, Any] | None = None) -> MemorySnapshot:
+                   extra: dict[str, Any] | None = None, phase: str = "") -> MemorySnapshot:
     ids, blocks = list(live.keys()), list(live.values())
     return MemorySnapshot(device=device, reason=reason, step=step, wall_time=time.time(),
                           allocator=allocator_state(device, allocated_bytes, peak_bytes),
                           blocks=block_records(blocks, device, names, ids),
                           history=history_records(history, origin_ns, device), requested=requested,
-                          extra=dict(extra or {}))
+                          extra=dict(extra or {}), phase=phase)
 
 
 def parameter_names(model: Any) -> dict[int, str]:

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from engine import hooks, memory
+from engine import hooks, is_grad_enabled, memory
 from engine import memory_recording as recording
 from instrumentation.budget import DEFAULT_BUDGET, Pacer, check_every
 from instrumentation.format import alert_names as names
 from instrumentation.format import tags as tag_names
 from instrumentation.format.alerts import Alert, AlertWriter
-from instrumentation.format.memory_snapshot import MemorySnapshot, write_snapshot
+from instrumentation.format.memory_snapshot import EVALUATION, TRAINING, MemorySnapshot, write_snapshot
 from instrumentation.format.units import format_bytes
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.fragmentation import FragmentationWatch
@@ -53,13 +53,13 @@ class MemoryBreakdown:
 
 class _Tally:
     __slots__ = ("device", "allocated", "record_peak", "pending_peak", "written_peak", "written_at", "window",
-                 "alerted", "tags", "category_tags", "armed", "held", "confirm_until")
+                 "alerted", "tags", "category_tags", "armed", "held", "confirm_until", "limit", "limit_tag")
 
     def __init__(self, device: str, leak: LeakSettings | None) -> None:
         self.device = device
         self.allocated = self.record_peak = self.written_peak = 0
         self.written_at = -float("inf")
-        self.pending_peak: tuple[int, int, dict[int, tuple]] | None = None
+        self.pending_peak: tuple[int, int, dict[int, tuple], str] | None = None  # step, bytes, live, phase
         self.window = TrendWindow(leak) if leak is not None else None
         self.alerted: set[tuple] = set()
         self.tags = tuple(tag_names.memory_tag(device, stat) for stat in tag_names.MEMORY_STATS)
@@ -67,6 +67,8 @@ class _Tally:
         self.armed: int | None | bool = False  # the peak capture size last asked of the allocator (False: unknown)
         self.held: tuple[int, dict[str, int]] | None = None  # the highest step peak of the steps not logged since
         self.confirm_until = -1  # growth found over steps kept one in k: every step end is kept until this step
+        self.limit: int | None | bool = False  # the allocator limit last logged (False: none logged yet)
+        self.limit_tag = tag_names.memory_tag(device, tag_names.LIMIT_BYTES)
 
     def category_tag(self, category: str) -> str:
         tag = self.category_tags.get(category)
@@ -150,6 +152,7 @@ class MemoryTracker:
         self._host_alerted = False
         self._fragmentation = FragmentationWatch()
         self._closed = False
+        self._sampled: tuple[int, int] | None = None  # (hooks.step_resets, step) of the last sample outside a step end
         for device in memory.devices():
             memory.reset_step_peak(device)
             self._arm_peak(device, self._tally(device))
@@ -163,12 +166,14 @@ class MemoryTracker:
 
     # --- hook methods (the training thread; keep them cheap) -----------------------------------------------
     def oom(self, event: hooks.OomEvent) -> None:
-        """Write the ``oom`` snapshot and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
+        """Log the OOM step's figures so far (a sample: its charts reach the failing step), write the ``oom`` snapshot
+        and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
         self._process_safely()
+        self._sample_safely(event.step)
         snapshot = build_snapshot(device=event.device, reason=names.OOM, step=event.step, live=self._live_now(),
                                   history=self._history_now(), origin_ns=self._origin_ns, names=parameter_names(self.model),
                                   requested=requested_of(event), allocated_bytes=event.allocated_bytes,
-                                  peak_bytes=self._peak(event.device))
+                                  peak_bytes=self._peak(event.device), phase=_phase_now())
         path = self._write(snapshot)
         self.alerts.write(oom_alert(event, snapshot, _capture_id(path)))
         self._flush()
@@ -186,35 +191,50 @@ class MemoryTracker:
         work per logged step, C work per step."""
         began = time.perf_counter_ns()
         entries = self._steps.take_steps()
+        sampled = self._sampled
+        if sampled is not None and sampled[0] == hooks.step_resets and entries and entries[0][0] <= sampled[1]:
+            entries = [entry for entry in entries if entry[0] > sampled[1]]  # a sample already logged these steps
         if not entries:
             return
         step_log_ns, self._steps.spent_ns = self._steps.spent_ns, 0
         interval = self._steps.peak_every  # the interval these steps were recorded with (their peaks ended at it)
         steps = [entry[0] for entry in entries]
-        logged_at = [index for index, step in enumerate(steps) if step % interval == 0]
-        if final and (not logged_at or logged_at[-1] != len(steps) - 1):
-            logged_at.append(len(steps) - 1)
-        logged: list[tuple[int, float, list]] = [(steps[index], entries[index][1], []) for index in logged_at]
-        for tally, (indices, allocated, peaks, at_peak, live_tensors) in self._columns(entries).items():
+        logged_at = {index for index, step in enumerate(steps) if step % interval == 0}
+        if final:
+            logged_at.add(len(steps) - 1)
+        columns = self._columns(entries)
+        for tally, (indices, allocated, peaks, _, _) in columns.items():
+            peak_before = tally.record_peak
             tally.allocated = allocated[-1]
             tally.record_peak = max(tally.record_peak, max(peaks))
             if tally.window is not None:
-                for step, found in tally.window.observe_many(steps if indices is None else [steps[i] for i in indices],
-                                                             allocated):
+                device_steps = steps if indices is None else [steps[i] for i in indices]
+                for step, found in tally.window.observe_many(device_steps, allocated):
                     in_window = self._in_window(found)
                     if self._known_growth(tally, in_window):
                         continue  # the same growth as an alert already raised
                     if found.steps[-1] - found.steps[0] == len(found.steps) - 1:
-                        self._report_leak(tally.device, tally, found, step, in_window)
+                        position = device_steps.index(step)
+                        if self._report_leak(tally.device, tally, found, step, in_window,
+                                             max(peak_before, max(peaks[:position + 1]))):
+                            # NOTE: an alert's step is logged (a sample): its chart shows the step it names
+                            logged_at.add(position if indices is None else indices[position])
                     else:  # NOTE: growth seen one step in k: confirmed (and measured) over a window of steps
                         tally.confirm_until = step + self.leak_settings.window_steps + self._steps.batch_steps
+        reserved, alerted = self._pools(steps[-1])
+        if alerted:
+            logged_at.add(len(steps) - 1)  # the fragmentation alert's step
+        logged_at = sorted(logged_at)
+        logged: list[tuple[int, float, list]] = [(steps[index], entries[index][1], []) for index in logged_at]
+        for tally, (indices, allocated, peaks, at_peak, live_tensors) in columns.items():
             self._logged_figures(tally, indices, logged_at, logged, (allocated, peaks, at_peak, live_tensors))
         logged = [row for row in logged if row[2]]  # a step before any device was allocated on has none
         logging = time.perf_counter_ns()
-        self._log_steps(logged, self._pools(steps[-1]))
+        self._log_steps(logged, reserved)
+        self._log_limits(logged[0][0] if logged else steps[-1])
         run_ns = time.perf_counter_ns() - logging
         last_step = steps[-1]
-        if self.peak_snapshots:
+        if self.peak_snapshots and not self._closed:  # NOTE: closing takes and writes the last peaks itself
             for device, tally in self._tallies.items():
                 self._take_peak(device, tally, last_step)
                 if self._peak_due(tally):
@@ -339,10 +359,11 @@ class MemoryTracker:
         self._log(tags, batch, steps, walls)
         self._tags = tags
 
-    def _pools(self, last_step: int) -> dict[str, int]:
-        """Reserved bytes of the devices with a pooled allocator, read now; a ``fragmentation`` alert when one
-        holds too much memory that the current requests cannot use."""
+    def _pools(self, last_step: int) -> tuple[dict[str, int], bool]:
+        """Reserved bytes of the devices with a pooled allocator, read now, and whether a ``fragmentation`` alert
+        was written (one holds too much memory that the current requests cannot use)."""
         reserved: dict[str, int] = {}
+        alerted = False
         for device in self._tallies:
             stats = memory.pool_stats(device)
             if stats is None:
@@ -351,7 +372,36 @@ class MemoryTracker:
             alert = self._fragmentation.observe(stats, last_step)
             if alert is not None:
                 self.alerts.write(alert)
-        return reserved
+                alerted = True
+        return reserved, alerted
+
+    def _log_limits(self, step: int) -> None:
+        """``mem/<device>/limit_bytes`` at ``step`` for each device whose allocator limit changed since the last one
+        logged (the first batch logs a limit set before it; NaN: the limit was removed). Once per batch."""
+        for device, tally in self._tallies.items():
+            limit = memory.stats(device).limit_bytes
+            if limit == tally.limit or (limit is None and tally.limit is False):
+                continue
+            tally.limit = limit
+            self.writer.add_scalar(tally.limit_tag, float("nan") if limit is None else float(limit), step)
+
+    def _sample(self, step: int, end: bool = False) -> None:
+        """Log the figures of ``step`` now, outside a step end (a sample: an OOM in it, or closing after it): the
+        allocated bytes now and the step peak since the last one ended (``end``: it ends here). The steps up to
+        ``step`` that end later are not logged again."""
+        self._process()
+        if not self._tallies:
+            return
+        self._steps.entries.append((step, time.perf_counter_ns(), memory.close_step_peaks(step, end)))
+        self._steps.last_kept = step
+        self._process(final=True)
+        self._sampled = (hooks.step_resets, step)
+
+    def _sample_safely(self, step: int) -> None:
+        try:
+            self._sample(step)
+        except Exception as error:  # noqa: BLE001 - the OOM must propagate as the engine raised it
+            self._report_once("sample", f"logging the figures of step {step} failed: {type(error).__name__}: {error}")
 
     def _observe_host(self, step: int) -> None:
         """The RSS now, as the last ended step's, when ``host_every_steps`` or ``host_every_s`` passed since the last
@@ -392,7 +442,8 @@ class MemoryTracker:
         self._process()
         return self._write(build_snapshot(device=device, reason=reason, step=hooks.current_step(), live=self._live_now(),
                                           history=self._history_now(), origin_ns=self._origin_ns,
-                                          names=parameter_names(self.model), peak_bytes=self._peak(device)))
+                                          names=parameter_names(self.model), peak_bytes=self._peak(device),
+                                          phase=_phase_now()))
 
     @property
     def kept_every(self) -> int:
@@ -453,15 +504,22 @@ class MemoryTracker:
         hooks.remove_recorder(self)
         if self._on_flush is not None:
             self.writer.remove_flush_callback(self._process)
-        last = hooks.current_step() - 1  # the last step that ended
-        if not self._paused and self._steps.every > 1 and last >= 0 and self._steps.last_kept != last:
-            self._steps.keep(last, time.perf_counter_ns())  # its step end was skipped: its figures are now's
-        self._process(final=True)
-        if not self._paused:
-            self._detach_recording()
+        current = hooks.current_step()  # the step in progress (never ended); the last that ended is the one before
+        last = current - 1
         for device, tally in self._tallies.items():
             recording.arm_peak_capture(device, None)
             self._take_peak(device, tally)
+        if not self._paused and self._worked_after_last_step(current):
+            # NOTE: e.g. an evaluation after the last training step: the step in progress is logged (a sample, with
+            # the highest peak since the last logged step), so the chart reaches the peak its snapshot shows
+            self._sample(current, end=True)
+        else:
+            if not self._paused and self._steps.every > 1 and last >= 0 and self._steps.last_kept != last:
+                self._steps.keep(last, time.perf_counter_ns())  # its step end was skipped: its figures are now's
+            self._process(final=True)
+        if not self._paused:
+            self._detach_recording()
+        for device, tally in self._tallies.items():
             if tally.pending_peak is not None:  # the highest peak is written whatever the interval or growth
                 self._write_peak(device, tally)
         if self._host is not None:
@@ -474,6 +532,15 @@ class MemoryTracker:
         self.close()
 
     # --- internals ---------------------------------------------------------------------------------------
+    def _worked_after_last_step(self, current: int) -> bool:
+        """Whether the step in progress reached a new highest peak after the last step end (e.g. an evaluation after
+        training): a sample at closing then logs it, as its "peak" snapshot will show it."""
+        if self._sampled == (hooks.step_resets, current) or self._steps.last_kept is None or \
+                self._steps.last_kept >= current:
+            return False
+        return any(tally.pending_peak is not None and tally.pending_peak[0] >= current
+                   for tally in self._tallies.values())
+
     def _tally(self, device: str) -> _Tally:
         tally = self._tallies[device] = _Tally(device, self.leak_settings)
         return tally
@@ -508,7 +575,8 @@ class MemoryTracker:
         tally.armed = False  # the allocator moved its capture size past this peak
         pending = tally.pending_peak
         if capture.bytes > tally.written_peak and (pending is None or capture.bytes > pending[1]):
-            tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks, self._stacks))
+            tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks, self._stacks),
+                                  TRAINING if capture.grad_enabled else EVALUATION)
 
     def _peak_due(self, tally: _Tally) -> bool:
         """A pending peak is written when ``peak_snapshot_interval_s`` passed since the last one and it exceeds
@@ -528,12 +596,12 @@ class MemoryTracker:
             tally.armed = least
 
     def _write_peak(self, device: str, tally: _Tally) -> None:
-        step, allocated, live = tally.pending_peak
+        step, allocated, live, phase = tally.pending_peak
         tally.pending_peak = None
         tally.written_peak, tally.written_at = allocated, time.monotonic()
         self._write(build_snapshot(device=device, reason="peak", step=step, live=live, history=self._history_now(),
                                    origin_ns=self._origin_ns, names=parameter_names(self.model), allocated_bytes=allocated,
-                                   peak_bytes=allocated))
+                                   peak_bytes=allocated, phase=phase))
 
     def _groups_at(self, step: int, live: tuple) -> dict[tuple, tuple[int, int]]:
         """The live groups of a step end's ``live_set()`` record, summed once per record while its step is in the
@@ -556,12 +624,14 @@ class MemoryTracker:
         return bool(tally.alerted) and len(in_window) >= 2 and self._top_growth_alerted(tally.device, tally, in_window)
 
     def _report_leak(self, device: str, tally: _Tally, found: Trend, step: int,
-                     in_window: list[tuple[int, tuple]]) -> None:
+                     in_window: list[tuple[int, tuple]], peak_bytes: int) -> bool:
+        """Write the leak alert and its snapshot of the live buffers at ``step``'s end (``peak_bytes``: the highest
+        allocated up to that step end); False when the growth is that of an alert already raised."""
         window = [(at, self._groups_at(at, live)) for at, live in in_window]
         groups = attribute(window, device, self.leak_settings.min_z)
         key = tuple((g.site, g.op, g.shape, g.category) for g in groups[:1])
         if key in tally.alerted:
-            return
+            return False
         tally.alerted.add(key)
         cause = likely_cause(groups)
         evidence_groups = [g.to_evidence() for g in groups[:LEAK_GROUPS_IN_ALERT]]
@@ -569,10 +639,11 @@ class MemoryTracker:
         at_step = in_window[-1][1] if in_window and in_window[-1][0] == step else None
         live = self._live_now() if at_step is None else \
             live_table(memory.live_set_blocks(at_step, device), self._stacks)
+        # NOTE: allocated = the live bytes at that step end (the window's last value), as the chart's point there
         path = self._write(build_snapshot(device=device, reason=names.LEAK, step=step, live=live,
                                           history=self._history_now(), origin_ns=self._origin_ns,
-                                          names=parameter_names(self.model), peak_bytes=self._peak(device),
-                                          extra={"groups": evidence_groups}))
+                                          names=parameter_names(self.model), allocated_bytes=int(found.values[-1]),
+                                          peak_bytes=peak_bytes, extra={"groups": evidence_groups}, phase=TRAINING))
         message = f"live memory on {device} grows {format_bytes(found.slope)}/step over steps {found.steps[0]}–{found.steps[-1]}"
         subject = device
         if groups:
@@ -587,6 +658,7 @@ class MemoryTracker:
                                           names.STEPS: list(found.steps), names.LIVE_BYTES: list(found.values),
                                           names.GROUPS: evidence_groups, "cause": cause,
                                           names.SNAPSHOT: _capture_id(path)}))
+        return True
 
     def _top_growth_alerted(self, device: str, tally: _Tally, in_window: list[tuple[int, tuple]]) -> bool:
         """Whether the group of ``device`` that grew most between the window's first and last step ends (two
@@ -642,6 +714,11 @@ class MemoryTracker:
         if what not in self._failures:
             self._failures.add(what)
             print(f"flowscope.memory: {message}; further failures of this kind are not reported", file=sys.stderr)
+
+
+def _phase_now() -> str:
+    """The snapshot phase of what runs now: training with gradients on, an evaluation without."""
+    return TRAINING if is_grad_enabled() else EVALUATION
 
 
 def _capture_id(path: str | None) -> str | None:

@@ -47,7 +47,12 @@ def test_oom_writes_snapshot_alert_and_flushes_then_raises_the_original_error(ma
     steps_done = alert.step  # the OOM happened inside this step: the ones before it are on disk, flushed
     assert steps_done > 0
     scalars = read_scalars(tracker.run_dir)  # the writer is still open: only the flush put these in the file
-    assert sorted(scalars["mem/cpu/allocated_bytes"]) == list(range(steps_done))
+    # ... and the OOM step itself, sampled when the alert fired: allocated as the error says, its peak so far
+    assert sorted(scalars["mem/cpu/allocated_bytes"]) == list(range(steps_done + 1))
+    assert scalars["mem/cpu/allocated_bytes"][steps_done] == error.allocated_bytes
+    assert scalars["mem/cpu/peak_bytes"][steps_done] == snapshot.allocator.peak == error.allocated_bytes
+    assert scalars["mem/cpu/limit_bytes"] == {0: LIMIT_BYTES}  # set before the first step: logged there, once
+    assert snapshot.phase == "training"
 
 
 def test_oom_propagates_when_the_snapshot_cannot_be_written(make_tracker, tmp_path: Path, capsys) -> None:
