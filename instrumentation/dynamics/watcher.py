@@ -93,8 +93,12 @@ class Watch:
         # measured since the last sampled step's end: at every step (the loss), on sampled steps, histograms
         self._fixed_ns = self._run_ns = self._histogram_ns = 0
         self._histograms_ran = False
-        self._burst_until = -1  # steps before it are observed whatever the interval (after a loss spike)
+        self._burst_until = -1  # steps before it are observed whatever the interval (after a loss spike, an alert)
+        self._final_step = -1  # engine.fit's last step, once known (after the next-to-last epoch): sampled too
+        self._epoch_end_step: int | None = None  # the fit's step count at the last on_epoch_end
+        self._last_stats_step = self._last_histogram_step = -1  # the last steps with statistics / histograms written
         self.optimizer = optimizer
+        self._stepped_optimizer: Any = None  # the optimizer of the last sampled step
         self.alerts: list[Alert] = []
         self.closed = self.paused = False
         self.step_times_elsewhere = False  # a RankMonitor writes perf/step_time_ms and perf/data_time_ms at every step
@@ -173,6 +177,7 @@ class Watch:
         """Detach every recorder and forward hook this handle added and close attached components; idempotent."""
         if self.closed:
             return
+        self._guard.call("the sample at close", self._sample_at_close)
         self.closed = True
         hooks.remove_recorder(self)
         hooks.remove_recorder(self._sampler)
@@ -292,6 +297,30 @@ class Watch:
         if state.loss is not None:  # the optimizer step has closed the step: it is global_step - 1
             self.log_loss(state.loss, max(int(state.global_step) - 1, 0))
 
+    def on_epoch_end(self, state: Any) -> None:
+        """Before ``engine.fit``'s last epoch: its last step (if it is as long as this one) is sampled, so the charts
+        reach the run's end whatever the interval. Once an epoch, not a step."""
+        steps, previous = int(state.step), self._epoch_end_step
+        self._epoch_end_step = steps
+        length = steps - (previous or 0)
+        if int(state.epoch) + 2 != int(state.epochs) or length <= 0 or self.closed or self.paused:
+            return
+        self._final_step = final = int(state.global_step) + length - 1
+        self._sample_soon(final)
+
+    def _sample_soon(self, step: int) -> None:
+        """Observe ``step`` (not before the step now): arm it between steps, else wake at the end of the one before."""
+        now = hooks.current_step()
+        if step < now or (step == now and hooks.step_is_open()):
+            return
+        if step == now:
+            if self._armed_step != now:
+                self._arm(now)
+            elif self._stats_step != now:  # armed for its histograms only: its statistics too
+                self._arm(now)
+        else:
+            self._wake_step = min(self._wake_step, step - 1)
+
     # ---- the step boundary: the one recorder method called at every step -------------------------------------
     def step_end(self, event: hooks.StepEvent) -> None:
         if event.step < self._wake_step and hooks.step_resets == self._resets:
@@ -336,13 +365,13 @@ class Watch:
         if histograms is not None:
             interval = histograms.interval
             upcoming = min(upcoming, (step // interval + 1) * interval)
-        return upcoming
+        return self._final_step if step < self._final_step < upcoming else upcoming
 
     def _arm(self, step: int) -> None:
         """Observe ``step``: the sampler in the engine's recorders, forward hooks on the layers if its statistics are
         due. The step's end is the next boundary ``step_end`` stops at."""
         self._armed_step = self._wake_step = step
-        stats = step % self._pace.interval == 0 or step < self._burst_until
+        stats = step % self._pace.interval == 0 or step < self._burst_until or step == self._final_step
         histograms = self._histogram_pace is not None and step % self._histogram_pace.interval == 0
         self._stats_step = step if stats else -1
         self._histograms_step = step if histograms else -1
@@ -415,6 +444,7 @@ class Watch:
         if step != self._armed_step or (self.optimizer is not None and event.optimizer is not self.optimizer):
             return
         began = _now_ns()
+        self._stepped_optimizer = event.optimizer  # the learning rate written at close() is its
         self._tracking = self._stats_step == step
         if self._tracking:
             self._guard.call("parameter statistics", self._tracker.begin, step)
@@ -435,6 +465,7 @@ class Watch:
         self._run_ns += _now_ns() - began - histogram_ns
 
     def _histograms(self, step: int) -> None:
+        self._last_histogram_step = step
         self._scalars.flush()  # keep the file's order: this step's scalars so far, then the histograms
         for name, param in self._named_parameters:  # NOTE: bucketed here, where the histogram pacer times it
             write_histogram(self.writer, tag_names.WEIGHT + name, param.numpy(), step)
@@ -467,6 +498,7 @@ class Watch:
         values = [0.0] * len(tags)
         values[0::2], values[1::2] = stats.grad_norms, stats.update_ratios
         self._scalars.extend(tags, values, stats.step)
+        self._last_stats_step = stats.step
         nonfinite_tags, counts = self._nonfinite.scalars(stats)
         if nonfinite_tags:
             self._scalars.extend(nonfinite_tags, counts, stats.step)
@@ -504,3 +536,40 @@ class Watch:
     def _report(self, alert: Alert) -> None:
         self.alerts.append(alert)
         self._alert_writer.write(alert)
+        if not self._pace.fixed and not self.paused and not self.closed:  # the evidence after it: the next step too
+            now = hooks.current_step()
+            self._burst_until = max(self._burst_until, now + 2)
+            self._sample_soon(now + 1 if hooks.step_is_open() else now)
+
+    # ---- the sample at close(): what needs no optimizer step -------------------------------------------------
+    def _sample_at_close(self) -> None:
+        """If steps ended after the last sampled one: the gradient norms the last backward left (``grad_norm/``),
+        the learning rate and, with histograms on, the weights' and gradients' histograms, at the last step. The
+        update ratios and activations need a step in progress: they end at the last sampled step. Not when closed
+        inside a step (an exception): its gradients are not the step's yet."""
+        step = hooks.current_step() - 1
+        if (self.paused or hooks.step_is_open() or step < 0 or step <= self._last_stats_step
+                or hooks.step_resets != self._resets):
+            return
+        import numpy as np  # NOTE: once, at close
+
+        tags, values = [], []
+        for name, param in self._named_parameters:
+            if param.grad is not None:
+                grad = np.asarray(param.grad.numpy(), np.float64).reshape(-1)
+                tags.append(self._norm_tags[name][0])
+                values.append(float(np.sqrt(np.dot(grad, grad))))
+        if values and not any(values):  # zeroed in place after the step (zero_grad(set_to_none=False)): not measured
+            tags, values = [], []
+        optimizer = self.optimizer if self.optimizer is not None else self._stepped_optimizer
+        if getattr(optimizer, "param_groups", None):
+            group = optimizer.param_groups[0]
+            if "lr" in group:
+                tags.append(LEARNING_RATE_TAG)
+                values.append(float(group["lr"]))
+        if tags:
+            self._scalars.extend(tags, values, step)
+        self._last_stats_step = step
+        if self._histogram_pace is not None and self._last_histogram_step != step:
+            self._histograms(step)
+        self._scalars.flush()

@@ -53,7 +53,8 @@ def test_an_unsampled_step_holds_only_the_step_end_recorder(tmp_path):
             assert s["recorders"] == ["Watch", "_Sampler"] and s["optimizer_observed"], s
             assert s["forward_hooks"] == 4  # three watched layers and the batch-size hook on the model
     scalars = read_scalars(tmp_path)
-    assert sorted(scalars["grad_norm/0.weight"]) == sorted(scalars["act/1/dead_fraction"]) == [0, 10, 20, 30]
+    assert sorted(scalars["update_ratio/0.weight"]) == sorted(scalars["act/1/dead_fraction"]) == [0, 10, 20, 30]
+    assert sorted(scalars["grad_norm/0.weight"]) == [0, 10, 20, 30, 39]  # + close(): the gradients the last step left
     assert sorted(scalars["train/loss"]) == list(range(40))  # the loss: every step
     assert sorted(scalars["perf/step_time_ms"]) == [0, 10, 20, 30]
 
@@ -106,7 +107,7 @@ def test_a_paused_watch_leaves_the_engine_and_resumes_at_the_next_due_step(tmp_p
     assert held[20][1] == 4 and "Watch" in held[20][0] and "MemoryTracker" in held[20][0]  # step 20 is due
     assert held[21][1] == 0 and "Watch" in held[21][0]
     scalars = read_scalars(tmp_path)
-    assert sorted(scalars["grad_norm/0.weight"]) == [0, 5, 20, 25]
+    assert sorted(scalars["grad_norm/0.weight"]) == [0, 5, 20, 25, 29]  # 29: the gradients at close()
     assert sorted(scalars["train/loss"]) == list(range(30))  # log_loss logs what it is given, paused or not
     memory_steps = sorted(scalars["mem/cpu/allocated_bytes"])
     assert memory_steps and not [s for s in memory_steps if 10 <= s < 20]
@@ -116,7 +117,8 @@ def test_a_paused_watch_leaves_the_engine_and_resumes_at_the_next_due_step(tmp_p
 def test_resuming_between_due_steps_arms_the_step_before_the_next_due_one(tmp_path):
     handle, seen = run(tmp_path, 40, on_step=pausing(3, 13), every=10)
     assert [s["step"] for s in seen if s["forward_hooks"]] == [0, 20, 30]
-    assert sorted(read_scalars(tmp_path)["grad_norm/0.weight"]) == [0, 20, 30]
+    assert sorted(read_scalars(tmp_path)["update_ratio/0.weight"]) == [0, 20, 30]
+    assert sorted(read_scalars(tmp_path)["grad_norm/0.weight"]) == [0, 20, 30, 39]  # 39: at close()
 
 
 def test_a_spike_between_steps_gets_the_next_steps_statistics_even_if_it_is_armed_for_histograms_only(tmp_path):

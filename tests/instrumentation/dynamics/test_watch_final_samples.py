@@ -1,0 +1,85 @@
+"""watch() samples the end of a run and the step after an alert, so the charts reach the run's last step and show
+what followed an alert, whatever the interval."""
+from __future__ import annotations
+
+import numpy as np
+
+import engine
+from engine import hooks
+from engine.data import Dataset
+from engine.nn import functional as F
+from instrumentation import SummaryWriter, watch
+from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
+
+from dynamics_helpers import mlp, read_scalars
+
+
+def _data(batches: int) -> Dataset:
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((32 * batches, 64)).astype(np.float32), rng.integers(0, 10, 32 * batches)
+    return Dataset.from_tensor_slices((x, y)).batch(32)
+
+
+def test_close_writes_the_last_steps_gradient_norms_and_histograms(tmp_path):
+    engine.manual_seed(0)
+    model = mlp(16)
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.05)
+    x = engine.tensor(np.random.default_rng(1).standard_normal((32, 64)).astype(np.float32))
+    y = engine.tensor(np.arange(32) % 10)
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path) as writer:
+        with watch(model, writer, every=10, histograms_every=10, memory=False, capture_requests=False) as handle:
+            for _ in range(25):
+                hooks.mark_step_begin()
+                optimizer.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+                handle.log_loss(loss.item())
+            grad = model[0].weight.grad.numpy().astype(np.float64)
+    scalars = read_scalars(tmp_path)
+    assert sorted(scalars["grad_norm/0.weight"]) == [0, 10, 20, 24]
+    assert scalars["grad_norm/0.weight"][24] == np.float32(np.sqrt((grad ** 2).sum()))  # an independent norm
+    assert sorted(scalars["update_ratio/0.weight"]) == [0, 10, 20]  # Δw needs a step in progress: not at close
+    assert scalars["train/learning_rate"][24] == np.float32(0.05)
+
+
+def test_engine_fit_samples_its_last_step_whatever_the_interval(tmp_path):
+    engine.manual_seed(0)
+    model = mlp(16)
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path) as writer:
+        with watch(model, writer, every=1000, memory=False, capture_requests=False) as handle:
+            engine.fit(model, F.cross_entropy, engine.optim.SGD(model.parameters(), lr=0.05), _data(12), epochs=3,
+                       callbacks=[handle], verbose=False)
+    scalars = read_scalars(tmp_path)
+    assert sorted(scalars["update_ratio/0.weight"]) == [0, 35]  # step 0 and the last of 3 × 12 steps
+    assert sorted(scalars["act/1/dead_fraction"]) == [0, 35]
+
+
+def test_the_step_after_an_alert_is_sampled(tmp_path):
+    """An exploding update (patience 1: confirmed at once, so no streak keeps every step observed) at a sampled step:
+    the step after it is sampled too."""
+    engine.manual_seed(0)
+    model = mlp(16)
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.05)
+    x = engine.tensor(np.random.default_rng(1).standard_normal((32, 64)).astype(np.float32))
+    y = engine.tensor(np.arange(32) % 10)
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path) as writer:
+        with watch(model, writer, budget=0.001, histograms_every=0, memory=False, capture_requests=False) as handle:
+            for step in range(400):
+                if step == 200:
+                    optimizer.param_groups[0]["lr"] = 500.0
+                hooks.mark_step_begin()
+                optimizer.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+                handle.log_loss(loss.item())
+    exploding = [a for a in AlertReader(tmp_path / ALERTS_RELPATH).read() if a.kind == "exploding_gradient"]
+    assert exploding, "the planted explosion was not reported"
+    measured = sorted(read_scalars(tmp_path)["update_ratio/0.weight"])
+    first = exploding[0].step
+    assert first in measured and first + 1 in measured
+    assert first - 1 not in measured or first < 32 + 32  # not sampled at every step anyway (the interval grew)
