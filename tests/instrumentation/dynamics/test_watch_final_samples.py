@@ -10,6 +10,8 @@ from engine.data import Dataset
 from engine.nn import functional as F
 from instrumentation import SummaryWriter, watch
 from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
+from instrumentation.format.reader import EventFileReader
+from instrumentation.format.values import HistogramValue
 
 from dynamics_helpers import mlp, read_scalars
 
@@ -20,7 +22,9 @@ def _data(batches: int) -> Dataset:
     return Dataset.from_tensor_slices((x, y)).batch(32)
 
 
-def test_close_writes_the_last_steps_gradient_norms_and_histograms(tmp_path):
+def _hand_loop(tmp_path, steps: int, lr_at: dict[int, float] | None = None, **options):
+    """A hand-written loop of ``steps`` steps under watch(); ``lr_at``: step -> learning rate set before it. Returns
+    the first layer's last gradient (float64), read before the handle closes."""
     engine.manual_seed(0)
     model = mlp(16)
     optimizer = engine.optim.SGD(model.parameters(), lr=0.05)
@@ -28,20 +32,30 @@ def test_close_writes_the_last_steps_gradient_norms_and_histograms(tmp_path):
     y = engine.tensor(np.arange(32) % 10)
     hooks.reset_step(0)
     with SummaryWriter(tmp_path) as writer:
-        with watch(model, writer, every=10, histograms_every=10, memory=False, capture_requests=False) as handle:
-            for _ in range(25):
+        with watch(model, writer, memory=False, capture_requests=False, **options) as handle:
+            for step in range(steps):
+                if step in (lr_at or {}):
+                    optimizer.param_groups[0]["lr"] = lr_at[step]
                 hooks.mark_step_begin()
                 optimizer.zero_grad()
                 loss = F.cross_entropy(model(x), y)
                 loss.backward()
                 optimizer.step()
                 handle.log_loss(loss.item())
-            grad = model[0].weight.grad.numpy().astype(np.float64)
+            return model[0].weight.grad.numpy().astype(np.float64)
+
+
+def test_close_writes_the_last_steps_gradient_norms_and_histograms(tmp_path):
+    grad = _hand_loop(tmp_path, 25, every=10, histograms_every=10)
     scalars = read_scalars(tmp_path)
     assert sorted(scalars["grad_norm/0.weight"]) == [0, 10, 20, 24]
     assert scalars["grad_norm/0.weight"][24] == np.float32(np.sqrt((grad ** 2).sum()))  # an independent norm
     assert sorted(scalars["update_ratio/0.weight"]) == [0, 10, 20]  # Δw needs a step in progress: not at close
     assert scalars["train/learning_rate"][24] == np.float32(0.05)
+    histograms = {(value.tag, value.step) for path in tmp_path.glob("events.out.tfevents.*")
+                  for event in EventFileReader(path).read() for value in event.values
+                  if isinstance(value, HistogramValue)}
+    assert {step for tag, step in histograms if tag == "grad/0.weight"} == {0, 10, 20, 24}
 
 
 def test_engine_fit_samples_its_last_step_whatever_the_interval(tmp_path):
@@ -60,23 +74,7 @@ def test_engine_fit_samples_its_last_step_whatever_the_interval(tmp_path):
 def test_the_step_after_an_alert_is_sampled(tmp_path):
     """An exploding update (patience 1: confirmed at once, so no streak keeps every step observed) at a sampled step:
     the step after it is sampled too."""
-    engine.manual_seed(0)
-    model = mlp(16)
-    optimizer = engine.optim.SGD(model.parameters(), lr=0.05)
-    x = engine.tensor(np.random.default_rng(1).standard_normal((32, 64)).astype(np.float32))
-    y = engine.tensor(np.arange(32) % 10)
-    hooks.reset_step(0)
-    with SummaryWriter(tmp_path) as writer:
-        with watch(model, writer, budget=0.001, histograms_every=0, memory=False, capture_requests=False) as handle:
-            for step in range(400):
-                if step == 200:
-                    optimizer.param_groups[0]["lr"] = 500.0
-                hooks.mark_step_begin()
-                optimizer.zero_grad()
-                loss = F.cross_entropy(model(x), y)
-                loss.backward()
-                optimizer.step()
-                handle.log_loss(loss.item())
+    _hand_loop(tmp_path, 400, {200: 50.0}, budget=0.001, histograms_every=0)
     exploding = [a for a in AlertReader(tmp_path / ALERTS_RELPATH).read() if a.kind == "exploding_gradient"]
     assert exploding, "the planted explosion was not reported"
     measured = sorted(read_scalars(tmp_path)["update_ratio/0.weight"])
