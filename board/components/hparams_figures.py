@@ -26,7 +26,8 @@ class Axis:
 
 
 def _axis(label: str, values: list[HParamValue]) -> Axis:
-    """A numeric axis scaled to [0, 1] (ticks at the ends), or a categorical one (strings, booleans)."""
+    """A numeric axis scaled to [0, 1] (ticks at the ends), or a categorical one (strings, booleans). A run without
+    a value (None, NaN) has no place on the axis (NaN: its line breaks there), not the axis' only value."""
     if _numeric(values):
         numbers = [float(value) if value is not None and math.isfinite(float(value)) else math.nan for value in values]
         finite = [number for number in numbers if not math.isnan(number)]
@@ -34,13 +35,15 @@ def _axis(label: str, values: list[HParamValue]) -> Axis:
             return Axis(label, [math.nan] * len(values), [], [])
         low, high = min(finite), max(finite)
         span = high - low or 1.0
-        positions = [(number - low) / span if high > low else 0.5 for number in numbers]
+        positions = [math.nan if math.isnan(number) else (number - low) / span if high > low else 0.5
+                     for number in numbers]
         return Axis(label, positions, [0.0, 1.0] if high > low else [0.5],
                     [f"{low:.4g}", f"{high:.4g}"] if high > low else [f"{low:.4g}"])
-    categories = sorted({str(value) for value in values})
+    categories = sorted({str(value) for value in values if value is not None})
     step = 1.0 / max(1, len(categories) - 1)
     place = {category: index * step if len(categories) > 1 else 0.5 for index, category in enumerate(categories)}
-    return Axis(label, [place[str(value)] for value in values], list(place.values()), categories)
+    return Axis(label, [math.nan if value is None else place[str(value)] for value in values], list(place.values()),
+                categories)
 
 
 COLOR_BINS = ("#440154", "#3b528b", "#21918c", "#5ec962", "#fde725")  # viridis, low to high

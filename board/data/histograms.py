@@ -5,10 +5,32 @@ import numpy as np
 
 from board.data.histogram_columns import HistogramColumns, HistogramPoint, HistogramSeries
 
-__all__ = ["BASIS_POINTS", "HistogramColumns", "HistogramPoint", "HistogramSeries", "evenly_spaced", "percentiles", "rebin"]
+__all__ = ["BASIS_POINTS", "HistogramColumns", "HistogramPoint", "HistogramSeries", "evenly_spaced", "finite_bounds",
+           "left_out", "percentiles", "rebin"]
 
 # TensorBoard's distribution basis points (1/10000): min, a normal distribution's -1.5σ, -σ, -0.5σ, median, … max.
 BASIS_POINTS = (0, 668, 1587, 3085, 5000, 6915, 8413, 9332, 10000)
+
+
+def left_out(point: HistogramPoint) -> int:
+    """Values counted in ``num`` but in no bucket: NaN and ±Inf (writers bucket the finite values only and keep
+    ``num`` the count of all, as TensorBoard's and ours do); 0 where ``num`` is not above the buckets' sum."""
+    total = float(np.asarray(point.counts, np.float64).sum())
+    return int(round(point.num - total)) if np.isfinite(point.num) and point.num > total else 0
+
+
+def finite_bounds(point: HistogramPoint) -> tuple[float, float]:
+    """(min, max) of the bucketed values: the histogram's own where finite, else the edges of its non-empty buckets
+    (NaN, NaN when every bucket is empty)."""
+    low, high = point.min, point.max
+    if np.isfinite(low) and np.isfinite(high):
+        return float(low), float(high)
+    counts, edges = np.asarray(point.counts, np.float64), np.asarray(point.edges, np.float64)
+    filled = np.flatnonzero(counts > 0)
+    if not len(filled):
+        return float("nan"), float("nan")
+    left, right = float(edges[filled[0]]), float(edges[filled[-1] + 1])
+    return (float(low) if np.isfinite(low) else left), (float(high) if np.isfinite(high) else right)
 
 
 def percentiles(point: HistogramPoint, basis_points: tuple[int, ...] = BASIS_POINTS) -> np.ndarray:
@@ -21,7 +43,8 @@ def percentiles(point: HistogramPoint, basis_points: tuple[int, ...] = BASIS_POI
     counts = np.asarray(point.counts, np.float64)
     total = counts.sum()
     if len(counts) == 0 or total <= 0:
-        return np.zeros(len(basis_points))
+        return np.full(len(basis_points), np.nan)  # nothing bucketed (e.g. every value NaN): nothing to draw
+    low, high = finite_bounds(point)  # NaN/Inf left out of the buckets: the bucketed values' range
     scale = basis_points[-1]
     weights = np.cumsum(counts * scale / total)
     limits = np.asarray(point.edges, np.float64)[1:]
@@ -31,18 +54,18 @@ def percentiles(point: HistogramPoint, basis_points: tuple[int, ...] = BASIS_POI
         while bucket < len(weights) and weights[bucket] == (weights[bucket - 1] if bucket else 0.0):
             bucket += 1
         if bucket >= len(weights):
-            out[index:] = point.max
+            out[index:] = high
             break
         previous = weights[bucket - 1] if bucket else 0.0
-        left = point.min if not bucket or not previous else max(limits[bucket - 1], point.min)
-        right = min(limits[bucket], point.max)
+        left = low if not bucket or not previous else max(limits[bucket - 1], low)
+        right = min(limits[bucket], high)
         out[index] = left + (basis_point - previous) * (right - left) / (weights[bucket] - previous)
     return out
 
 
 def rebin(point: HistogramPoint, grid: np.ndarray) -> np.ndarray:
     """Counts of `point` on the bucket boundaries `grid`, spreading each bucket uniformly over its width."""
-    edges = np.clip(np.asarray(point.edges, np.float64), point.min, point.max)
+    edges = np.clip(np.asarray(point.edges, np.float64), *finite_bounds(point))
     cumulative = np.concatenate([[0.0], np.cumsum(np.asarray(point.counts, np.float64))])
     order = np.argsort(edges, kind="stable")
     at_grid = np.interp(grid, edges[order], cumulative[order], left=0.0, right=cumulative[-1])

@@ -86,6 +86,17 @@ def hparams_table(store: LogdirStore) -> HParamsTable:
     return table
 
 
+def _as_booleans(rows: list[HParamsRow], name: str) -> None:
+    """One hyperparameter logged as True/False in some runs and 1.0/0.0 in others is one boolean: the numbers
+    become booleans (in place), so the table, the axes and the filters see two categories, not four."""
+    values = [row.hparams[name] for row in rows if row.hparams.get(name) is not None]
+    if any(isinstance(value, bool) for value in values) and all(
+            isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)) for value in values):
+        for row in rows:
+            if row.hparams.get(name) is not None:
+                row.hparams[name] = bool(row.hparams[name])
+
+
 def _build(store: LogdirStore) -> HParamsTable:
     rows, problems, names, metrics = [], [], {}, {}
     for run in store.run_names():
@@ -101,4 +112,6 @@ def _build(store: LogdirStore) -> HParamsTable:
             if last is not None:
                 finals[tag], steps[tag] = last
         rows.append(HParamsRow(run, values, finals, steps))
+    for name in names:
+        _as_booleans(rows, name)
     return HParamsTable(tuple(sorted(names)), tuple(metrics), tuple(rows), tuple(problems))

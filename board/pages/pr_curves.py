@@ -10,6 +10,7 @@ from board.components.empty_state import empty_state
 from board.components.step_marks import step_marks
 from board.context import board_context
 from board.data.media import PrCurvePoint, pr_curve_points, tag_names
+from board.data.pr_drawn import drawn_curve
 from board.data.store import UnknownSeries
 from instrumentation.format import metadata
 
@@ -27,8 +28,9 @@ def layout(**_query: str) -> html.Div:
     return html.Div([
         html.H2("PR curves"),
         empty_state(context.store, "pr_curves") or html.Div(
-            "No precision-recall curves logged (add_pr_curve) in any run yet." if not tags else "",
-            className="fs-muted", id="pr-none"),
+            ["No precision-recall curve logged in any run yet. Log one with:",
+             html.Pre("writer.add_pr_curve(\"val/pr\", labels, probabilities, step)   # labels 0/1, probabilities "
+                      "in [0, 1]")] if not tags else "", className="fs-empty" if not tags else "", id="pr-none"),
         html.Div(className="fs-controls", children=[
             html.Label("tag", htmlFor="pr-tag"),
             dcc.Dropdown(id="pr-tag", options=tags, value=tags[0] if tags else None, clearable=False,
@@ -37,7 +39,8 @@ def layout(**_query: str) -> html.Div:
             html.Div(dcc.Slider(id="pr-step", min=0, max=0, step=None, value=0, marks={0: "0"},
                                 tooltip={"placement": "bottom"}), style={"flex": "1"}),
         ]),
-        dcc.Graph(id="pr-figure", config={"displaylogo": False}),
+        html.Div(dcc.Graph(id="pr-figure", config={"displaylogo": False}), id="pr-charts",
+                 style={} if tags else {"display": "none"}),  # no curve: the note above, not a blank chart
         dcc.Interval(id="pr-poll", interval=context.config.browser_poll_ms),
     ])
 
@@ -55,13 +58,16 @@ def _series(tag: str) -> dict[str, list[PrCurvePoint]]:
 
 
 def pr_figure(tag: str, step: int, series: dict[str, list[PrCurvePoint]]) -> go.Figure:
-    """One line per run: its last curve at or before `step`, hovering shows the threshold and counts."""
+    """One line per run: its last curve at or before `step`, hovering shows the threshold and counts. Thresholds
+    where nothing is predicted positive (TP + FP = 0) are not drawn (``board.data.pr_drawn``)."""
     figure = go.Figure()
+    left_out = 0
     for run, points in series.items():
         before = [point for point in points if point.step <= step]
         if not before:
             continue
-        point = before[-1]
+        point = drawn_curve(before[-1])
+        left_out += point.left_out
         rows = point.rows
         custom = list(zip(point.thresholds, rows["true_positives"], rows["false_positives"]))
         figure.add_trace(go.Scatter(
@@ -69,18 +75,22 @@ def pr_figure(tag: str, step: int, series: dict[str, list[PrCurvePoint]]) -> go.
             line={"color": run_color(run)}, marker={"size": 4}, customdata=custom,
             hovertemplate="threshold %{customdata[0]:.3f}<br>precision %{y:.4f}<br>recall %{x:.4f}"
                           "<br>TP %{customdata[1]:.0f} FP %{customdata[2]:.0f}<extra>%{fullData.name}</extra>"))
-    figure.update_layout(title=f"{tag} · step {step}", xaxis={"title": "recall", "range": [0, 1.02]},
+    note = f" · {left_out} threshold(s) with nothing predicted positive not drawn" if left_out else ""
+    figure.update_layout(title={"text": f"{tag} · step {step}{note}", "font": {"size": 14}}, xaxis={"title": "recall", "range": [0, 1.02]},
                          yaxis={"title": "precision", "range": [0, 1.02]}, height=480,
                          margin={"l": 60, "r": 20, "t": 50, "b": 50}, legend={"orientation": "h"})
     return figure
 
 
 def register_callbacks(app: Dash) -> None:
-    @app.callback(Output("pr-tag", "options"), Input("pr-poll", "n_intervals"), State("pr-tag", "options"),
+    @app.callback(Output("pr-tag", "options"), Output("pr-tag", "value"), Output("pr-charts", "style"),
+                  Input("pr-poll", "n_intervals"), State("pr-tag", "options"), State("pr-tag", "value"),
                   prevent_initial_call=True)
-    def _new_tags(_ticks: int, current: list[str]):
+    def _new_tags(_ticks: int, current: list[str], value: str | None):
         tags, _ = _tags()
-        return tags if tags != current else no_update
+        if tags == current:
+            return no_update, no_update, no_update
+        return tags, value or (tags[0] if tags else None), {} if tags else {"display": "none"}
 
     @app.callback(Output("pr-step", "min"), Output("pr-step", "max"), Output("pr-step", "marks"),
                   Output("pr-step", "value"), Input("pr-tag", "value"), Input("pr-poll", "n_intervals"),
