@@ -1,12 +1,14 @@
-"""Scalar chart: one raw (faint when smoothing), one smoothed and one non-finite-marker trace per run; a hover label
-listing every run at the hovered step sorted by value; unit axes (IEC bytes, SI times) from the tag's suffix."""
+"""Scalar chart: one raw (faint when smoothing), one smoothed and one non-finite-marker trace per run, in the run's
+style; a hover label listing every run at the hovered step sorted by value; unit axes (IEC bytes, SI times) from the
+tag's suffix. A series with steps not measured (logged at an interval, thinned) gets markers at its points and no line
+across those steps, and its legend says the interval."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from board.components.colors import run_color, with_alpha
+from board.components.colors import run_style, with_alpha
 from board.data.views import ScalarView, XAxis
 from instrumentation.format.units import TagUnit, tag_unit, unit_ticks
 
@@ -44,38 +46,54 @@ def nonfinite_kind(values: np.ndarray) -> list[str]:
     return ["nan" if np.isnan(v) else ("inf" if v > 0 else "-inf") for v in values.tolist()]
 
 
+def _broken(values: np.ndarray | list, breaks: np.ndarray) -> np.ndarray | list:
+    """`values` with a None before each index in `breaks` (Plotly ends the line there); as is when there is none."""
+    if not len(breaks) or not len(values):
+        return values
+    pieces = np.split(np.arange(len(values)), breaks)
+    out: list = []
+    for index, piece in enumerate(pieces):
+        out += ([None] if index else []) + [values[i] for i in piece.tolist()]
+    return out
+
+
 def run_traces(view: ScalarView, x_axis: XAxis, smoothing: bool) -> list[dict[str, Any]]:
     """The three traces of one run. y values are NumPy arrays (written as JSON lists, not typed arrays, so live updates
-    can extend them)."""
-    color = run_color(view.run)
+    can extend them); a thinned series' values are lists with a None at each stretch of unmeasured steps."""
+    style = run_style(view.run)
+    color = style.color
     unit = tag_unit(view.tag)
     suffix = "" if unit is None else (" B" if unit.kind == "bytes" else " " + _TIME_SUFFIX[unit.size])
     kinds = nonfinite_kind(view.nonfinite_values)
     raw, x = display_values(view.raw), _trace_x(view.x, x_axis)
     smoothed = view.smoothed.astype(raw.dtype) if smoothing and view.smoothed is not None else []
+    breaks = np.flatnonzero(view.unmeasured_before[1:]) + 1  # a point after steps nobody measured: no line to it
+    markers = len(view.x) <= FEW_POINTS or view.sampling is not None  # a lone point, and every measured one, visible
+    name = view.run if view.sampling is None else f"{view.run} · {view.sampling}"
     traces = [
         {
             "type": "scatter",
-            "mode": "lines+markers" if len(view.x) <= FEW_POINTS else "lines",  # a lone point stays visible
-            "marker": {"color": color, "size": 6},
-            "name": view.run,
+            "mode": "lines+markers" if markers else "lines",
+            "marker": {"color": with_alpha(color, 0.35) if smoothing else color, "size": 6, "symbol": style.symbol},
+            "name": name,
             "legendgroup": view.run,
             "showlegend": not smoothing,
-            "x": x,
-            "y": raw,
-            "line": {"color": with_alpha(color, 0.25) if smoothing else color, "width": 1},
+            "x": _broken(x, breaks),
+            "y": _broken(raw, breaks),
+            "line": {"color": with_alpha(color, 0.25) if smoothing else color, "width": 1, "dash": style.dash},
             "hovertemplate": f"%{{y:.6g}}{suffix}<extra>{view.run}</extra>",
         },
         {
             "type": "scatter",
-            "mode": "lines",
-            "name": view.run,
+            "mode": "lines+markers" if smoothing and view.sampling is not None else "lines",
+            "marker": {"color": color, "size": 6, "symbol": style.symbol},
+            "name": name,
             "legendgroup": view.run,
             "showlegend": smoothing,
-            "x": x if smoothing else [],
-            "y": smoothed,
-            "customdata": raw if smoothing else [],
-            "line": {"color": color, "width": 1.8},
+            "x": _broken(x, breaks) if smoothing else [],
+            "y": _broken(smoothed, breaks),
+            "customdata": _broken(raw, breaks) if smoothing else [],
+            "line": {"color": color, "width": 1.8, "dash": style.dash},
             "hovertemplate": f"%{{y:.6g}}{suffix} (raw %{{customdata:.6g}})<extra>{view.run}</extra>",
         },
         {

@@ -18,6 +18,7 @@ from board.data.cache import run_cache_dir
 from board.data.discovery import RunLocation, discover_runs, run_group
 from board.data.histograms import HistogramPoint
 from board.data.plugin_data import Stored
+from board.data.run_slots import RunSlot, RunSlots, creation_key
 from board.data.subruns import folded_subruns
 from board.data.run import RunState, RunSummary
 from board.data.series import ScalarColumns, ScalarSeries
@@ -89,6 +90,7 @@ class LogdirStore:
         self._folded: dict[str, str] = {}  # hparams sub-run → the run it is shown as part of
         self._subruns: dict[str, tuple[str, ...]] = {}  # the inverse: run → its folded sub-runs
         self._lock = threading.RLock()
+        self._run_slots = RunSlots()  # each run's place in the colour order (see `run_slot`)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.refreshes = 0  # completed passes over the log directory
@@ -129,6 +131,8 @@ class LogdirStore:
             if folded != self._folded:
                 self.generation += 1
             self._folded, self._subruns = folded, {parent: tuple(subs) for parent, subs in subruns.items()}
+        self._run_slots.assign({name: creation_key(location) for name, location in locations.items()
+                                if name not in folded})
         self.last_refresh_seconds = time.perf_counter() - started
         if self.refreshes == 0:
             self.first_load_seconds = self.last_refresh_seconds
@@ -267,6 +271,11 @@ class LogdirStore:
                        files=sum(part.files for part in parts),
                        warnings=own.warnings + tuple(f"{sub}: {line}" for sub in sorted(subs)
                                                      for line in self._summaries[sub].warnings))
+
+    def run_slot(self, run: str) -> RunSlot:
+        """The run's place in the colour order: kept while the board runs, the same for a new board on the same
+        log directory (groups by creation, ranks by number; see `board.data.run_slots`)."""
+        return self._run_slots.slot(run)
 
     def folded(self) -> dict[str, str]:
         """hparams sub-run → the run it is folded into."""

@@ -10,6 +10,7 @@ from typing import Literal
 import numpy as np
 
 from board.data.downsample import DEFAULT_POINTS, envelope_indices
+from board.data.measured import sampling_note, unmeasured_before
 from board.data.series import ScalarColumns
 from board.data.smoothing import EmaState, ema
 from board.data.store import LogdirStore
@@ -34,6 +35,8 @@ class ScalarView:
     revision: int
     length: int  # points in the whole series (clients append after this many)
     origin_wall_time: float  # wall time of the series' first point, the zero of the relative axis
+    unmeasured_before: np.ndarray  # per point of `x`: some step between it and the point before was not measured
+    sampling: str | None  # None when every step from the series' first to its last was measured, else in words
 
 
 class SmoothingCache:
@@ -116,6 +119,8 @@ def scalar_view(
         revision=revision,
         length=len(columns),
         origin_wall_time=float(columns.wall_times[0]) if len(columns) else 0.0,
+        unmeasured_before=unmeasured_before(columns.steps, lo + picked),
+        sampling=sampling_note(columns.steps),
     )
 
 

@@ -157,6 +157,8 @@ def register_chart_callbacks(app: Dash) -> None:
             return _drawn(tag, _views(tag, run_filter, x_axis=x_axis, smoothing=smoothing, window=None), None, settings)
         news = _views(tag, run_filter, x_axis=x_axis, smoothing=smoothing, window=None,
                       after={run: length for run, (_, length, _) in held.items()})
+        if any(view.sampling is not None for view in news):  # its line breaks and legend are drawn from every point
+            return _drawn(tag, _views(tag, run_filter, x_axis=x_axis, smoothing=smoothing, window=None), None, settings)
         patch = Patch()
         new_runs = []
         for index, view in enumerate(news):

@@ -11,7 +11,7 @@ def view(points: int) -> ScalarView:
     x = np.arange(points, dtype=np.float64)
     return ScalarView(run="r", tag="t", x=x, raw=x * 2, smoothed=None, nonfinite_x=np.zeros(0),
                       nonfinite_values=np.zeros(0), window_points=points, revision=0, length=points,
-                      origin_wall_time=0.0)
+                      origin_wall_time=0.0, unmeasured_before=np.zeros(points, bool), sampling=None)
 
 
 def test_a_single_point_is_drawn_with_a_marker():
