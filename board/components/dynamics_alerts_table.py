@@ -8,7 +8,8 @@ from dash import dcc, html
 from board.data.alerts import RunAlert
 from board.data.discovery import run_group
 from board.data.ranks import RANK_ALERT_KINDS
-from instrumentation.format.alert_names import FIRST_STEP, INPUT_BOUND, LAST_STEP, MEMORY_KINDS, SNAPSHOT
+from instrumentation.format.alert_names import (FIRST_STEP, INPUT_BOUND, LAST_STEP, MEMORY_KINDS, RANK, SNAPSHOT,
+                                               WINDOW_STEPS)
 
 SEVERITY_BADGES = {"error": "fs-badge fs-badge-error", "warning": "fs-badge fs-badge-warn", "info": "fs-badge"}
 
@@ -38,8 +39,15 @@ def profile_link(run: str, step: int, kind: str = "", first: object = None, last
     return "/profile?" + urlencode(query)
 
 
-def ranks_link(group: str) -> str:
-    return "/ranks?" + urlencode({"group": group})
+def ranks_link(group: str, rank: object = None, window: object = None) -> str:
+    """The Ranks page of `group`; with a rank alert's `rank` (highlighted) and `window` of steps ([first, last],
+    shaded on the busy-time chart)."""
+    query: dict[str, object] = {"group": group}
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        query["rank"] = rank
+    if isinstance(window, (list, tuple)) and len(window) == 2 and all(isinstance(v, (int, float)) for v in window):
+        query["window"] = f"{int(window[0])}-{int(window[1])}"
+    return "/ranks?" + urlencode(query)
 
 
 def alert_link(item: RunAlert) -> str:
@@ -47,7 +55,7 @@ def alert_link(item: RunAlert) -> str:
     the time waiting for data is split out) for an input-bound run, the Ranks page of the run's group for a rank
     alert, else the step on the Dynamics page."""
     if item.alert.kind in RANK_ALERT_KINDS:
-        return ranks_link(run_group(item.run))
+        return ranks_link(run_group(item.run), item.alert.evidence.get(RANK), item.alert.evidence.get(WINDOW_STEPS))
     if item.alert.kind == INPUT_BOUND:
         evidence = item.alert.evidence
         return profile_link(item.run, item.alert.step, INPUT_BOUND, evidence.get(FIRST_STEP), evidence.get(LAST_STEP))
@@ -56,6 +64,7 @@ def alert_link(item: RunAlert) -> str:
         snapshot = item.alert.evidence.get(SNAPSHOT)
         if snapshot:
             query["snapshot"] = str(snapshot)
+        query["step"] = str(item.alert.step)  # marked on the chart (a leak's window too, from its evidence)
         return "/memory?" + urlencode(query)
     return dynamics_link(item.run, item.alert.step, item.alert.kind, item.alert.subject)
 
