@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dash import html
 
-from instrumentation.format.memory_snapshot import MemorySnapshot
+from instrumentation.format.memory_snapshot import EVALUATION, TRAINING, MemorySnapshot
 from instrumentation.format.units import format_bytes
 
 MAX_ROWS = 300
@@ -15,8 +15,11 @@ def _bytes(count: float | None) -> str:
 
 def allocator_summary(snapshot: MemorySnapshot) -> html.Div:
     a = snapshot.allocator
+    phase = {EVALUATION: "taken during an evaluation (gradients off), not a training step",
+             TRAINING: "taken during training"}.get(snapshot.phase)  # NOTE: longer than PHASE_WORDS: a sentence
     parts = [f"device {snapshot.device}", f"reason {snapshot.reason}", f"step {snapshot.step}",
-             f"allocated {_bytes(a.allocated)}", f"peak {_bytes(a.peak)}", f"limit {_bytes(a.limit)}",
+             f"allocated {_bytes(a.allocated)}", *([phase] if phase else []),
+             f"highest allocated up to then {_bytes(a.peak)}", f"limit {_bytes(a.limit)}",
              f"largest free block {_bytes(a.largest_free_block)}", f"fragmentation {a.fragmentation:.0%}",
              f"{len(snapshot.blocks)} live blocks"]
     if snapshot.requested is not None:

@@ -108,3 +108,23 @@ def breakdown_figure(breakdown: tuple[RankBreakdown, ...]) -> dict[str, Any]:
                    "offsetgroup": "step", "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#222", "width": 2}},
                    "hovertemplate": "%{x} step: %{y:.4g} ms (median)<extra></extra>"})
     return {"data": traces, "layout": _layout(title, 340, barmode="group", yaxis={"title": {"text": "ms"}})}
+
+
+def mark_alert(figure: dict[str, Any], rank: int | None, window: tuple[int, int] | None, label: str) -> dict[str, Any]:
+    """An alert's evidence on a per-rank chart: its `window` of steps shaded (a shape named "alert-window") with
+    `label`, its `rank`'s line drawn wider and the others fainter. Returns `figure`, changed in place."""
+    layout = figure.setdefault("layout", {})
+    if window is not None:
+        layout["shapes"] = [*layout.get("shapes", []), {
+            "type": "rect", "name": "alert-window", "xref": "x", "yref": "paper", "x0": window[0], "x1": window[1],
+            "y0": 0, "y1": 1, "layer": "below", "fillcolor": "#e15759", "opacity": 0.15, "line": {"width": 0}}]
+        layout["annotations"] = [*layout.get("annotations", []), {
+            "text": label, "x": window[0], "xref": "x", "y": 1, "yref": "paper", "xanchor": "left", "yanchor": "bottom",
+            "showarrow": False, "font": {"size": 10, "color": "#b03a2e"}}]
+    if rank is not None:
+        for trace in figure.get("data", []):
+            if trace.get("name") == f"rank{rank}":
+                trace.setdefault("line", {})["width"] = 3.2
+            elif str(trace.get("name", "")).startswith("rank"):
+                trace["opacity"] = 0.45
+    return figure

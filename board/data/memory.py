@@ -11,7 +11,7 @@ import numpy as np
 from board.data.downsample import DEFAULT_POINTS, envelope_indices
 from board.data.store import LogdirStore, UnknownSeries
 from instrumentation.format import tags as tag_names
-from instrumentation.format.alert_names import MEMORY_KINDS
+from instrumentation.format.alert_names import DEVICE, MEMORY_KINDS, SNAPSHOT, STEPS
 from instrumentation.format.alerts import ALERTS_RELPATH, Alert, AlertReader
 from instrumentation.format.memory_categories import CATEGORIES
 from instrumentation.format.memory_snapshot import (PEAK, MemorySnapshot, SnapshotFile, SnapshotHeader, list_snapshots,
@@ -19,9 +19,26 @@ from instrumentation.format.memory_snapshot import (PEAK, MemorySnapshot, Snapsh
 
 
 @dataclass(frozen=True, slots=True)
+class Sampling:
+    """How a run's memory figures were logged when not at every step: ``(from_step, interval)`` pairs, one step in
+    ``interval`` from ``from_step`` on (the tracker's pacer's decisions, or the gaps seen); each logged peak is the
+    highest since the previous logged step."""
+
+    intervals: tuple[tuple[int, int], ...]
+
+    def describe(self) -> str:
+        spans = ", ".join(f"every {interval} steps from step {start}" if interval > 1 else f"every step from step {start}"
+                          for start, interval in self.intervals)
+        return (f"memory logged {spans} (markers at the logged steps; each peak is the highest since the previous "
+                "one; the dotted line only joins them)")
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryTimeline:
-    """One device of one run on the step axis: `allocated` at each step's end, the step's `peak`, and the bytes per
-    category at that peak (`bands`, which stack up to `peak`); downsampled together for display."""
+    """One device of one run on the step axis: `allocated` at each step's end, the step's `peak` (the highest since
+    the previous logged step), and the bytes per category at that peak (`bands`, which stack up to `peak`);
+    downsampled together for display. `unmeasured_before[i]`: steps between point i-1 and i were not logged (a
+    thinned log); `limit_steps`/`limit`: the allocator limit from each step it was logged at (NaN: none)."""
 
     device: str
     steps: np.ndarray
@@ -29,6 +46,33 @@ class MemoryTimeline:
     peak: np.ndarray
     bands: dict[str, np.ndarray]
     reserved: np.ndarray | None = None  # a device with a pool: bytes held from it at step end (None: = allocated)
+    unmeasured_before: np.ndarray | None = None  # bool per point (None: every step logged)
+    sampling: Sampling | None = None
+    limit_steps: np.ndarray | None = None
+    limit: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMark:
+    """A snapshot on its device's chart: at its step, at its allocated bytes."""
+
+    capture_id: str
+    step: int
+    allocated_bytes: int
+    reason: str
+    phase: str
+
+
+@dataclass(frozen=True, slots=True)
+class AlertMark:
+    """A memory alert on its device's chart: its step, and the window of steps its evidence covers (a leak)."""
+
+    kind: str
+    step: int
+    first_step: int | None
+    last_step: int | None
+    snapshot: str | None
+    label: str
 
 
 def run_dir(store: LogdirStore, run: str) -> Path:
@@ -71,6 +115,46 @@ def _values_at(store: LogdirStore, run: str, tag: str, steps: np.ndarray) -> np.
     return out
 
 
+def sampling(store: LogdirStore, run: str, steps: np.ndarray) -> Sampling | None:
+    """How `steps` (the logged ones, ascending) were thinned: the intervals the tracker's pacer logged (its
+    `perf/interval/memory`) from the first one above 1, else the first gap in the steps; None when every step was
+    logged."""
+    gaps = np.diff(np.asarray(steps, dtype=np.int64))
+    skipped = np.flatnonzero(gaps > 1)
+    if len(skipped) == 0:
+        return None
+    try:
+        columns, _ = store.scalars(run, tag_names.pace_tag(tag_names.INTERVAL, tag_names.MEMORY_OBSERVER))
+        decided = [(int(step), int(value)) for step, value in zip(columns.steps, columns.values) if np.isfinite(value)]
+    except UnknownSeries:
+        decided = []
+    intervals: list[tuple[int, int]] = []
+    for step, interval in decided:
+        if (intervals or interval > 1) and (not intervals or intervals[-1][1] != interval):
+            intervals.append((step, interval))
+    first_gap = int(steps[skipped[0]])
+    if not intervals:
+        return Sampling(((first_gap, int(gaps[skipped[0]])),))
+    # NOTE: the pacer writes its interval with the batch it decided in, after the steps it already thinned
+    return Sampling(((min(first_gap, intervals[0][0]), intervals[0][1]), *intervals[1:]))
+
+
+def _unmeasured_before(steps: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """For each kept point: whether some step between it and the previous kept point was not logged (a gap in the
+    logged steps, not one made by display downsampling)."""
+    gaps = np.concatenate([[0], np.cumsum(np.diff(np.asarray(steps, dtype=np.int64)) > 1)])
+    kept = gaps[keep]
+    return np.concatenate([[False], kept[1:] != kept[:-1]]) if len(kept) else np.zeros(0, dtype=bool)
+
+
+def _limit(store: LogdirStore, run: str, device: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    try:
+        columns, _ = store.scalars(run, tag_names.memory_tag(device, tag_names.LIMIT_BYTES))
+    except UnknownSeries:
+        return None, None
+    return columns.steps, columns.values
+
+
 def timeline(store: LogdirStore, run: str, device: str, points: int = DEFAULT_POINTS) -> MemoryTimeline:
     try:
         peak_columns, _ = store.scalars(run, tag_names.memory_tag(device, tag_names.PEAK_BYTES))
@@ -78,7 +162,11 @@ def timeline(store: LogdirStore, run: str, device: str, points: int = DEFAULT_PO
         empty = np.zeros(0)
         return MemoryTimeline(device, empty.astype(np.int64), empty, empty, {})
     keep = envelope_indices(peak_columns.steps.astype(np.float64), np.nan_to_num(peak_columns.values), points)
+    keep = np.asarray(keep)
     steps = peak_columns.steps[keep]
+    thinned = sampling(store, run, peak_columns.steps)
+    unmeasured = _unmeasured_before(peak_columns.steps, keep) if thinned is not None else None
+    limit_steps, limit = _limit(store, run, device)
     tags = set(store.scalar_tags(run))
     band_tags = {c: tag for c in CATEGORIES if (tag := tag_names.category_tag(device, c)) in tags}
     bands = {c: _values_at(store, run, tag, steps) for c, tag in band_tags.items()}
@@ -88,7 +176,8 @@ def timeline(store: LogdirStore, run: str, device: str, points: int = DEFAULT_PO
     reserved = _values_at(store, run, reserved_tag, steps) if reserved_tag in tags else None
     if reserved is not None and not (reserved > allocated).any():
         reserved = None  # no pool (the CPU): reserved is what is allocated
-    return MemoryTimeline(device, steps, allocated, peak_columns.values[keep], bands, reserved)
+    return MemoryTimeline(device, steps, allocated, peak_columns.values[keep], bands, reserved, unmeasured, thinned,
+                          limit_steps, limit)
 
 
 def snapshots(store: LogdirStore, run: str) -> list[SnapshotFile]:
@@ -159,6 +248,28 @@ def memory_alerts(store: LogdirStore, run: str) -> list[Alert]:
     """The run's oom/leak/fragmentation alerts, newest first."""
     alerts = AlertReader(run_dir(store, run) / ALERTS_RELPATH, root=store.logdir).read()
     return sorted((a for a in alerts if a.kind in MEMORY_KINDS), key=lambda a: (-a.step, -a.wall_time))
+
+
+def snapshot_marks(store: LogdirStore, run: str, device: str) -> list[SnapshotMark]:
+    """The run's readable snapshots of `device`, oldest first, as chart marks."""
+    return [SnapshotMark(f.capture_id, header.step, header.allocated_bytes, header.reason, header.phase)
+            for f, header in snapshot_headers(store, run) if header is not None and header.device == device]
+
+
+def alert_marks(alerts: list[Alert], device: str) -> list[AlertMark]:
+    """The memory alerts of `device` (the host RSS's excluded: it is not on an allocator chart) as chart marks; a
+    leak's window is the steps of its evidence."""
+    marks = []
+    for alert in alerts:
+        if alert.evidence.get(DEVICE, device) != device:
+            continue
+        window = [int(s) for s in alert.evidence.get(STEPS) or [] if isinstance(s, (int, float))]
+        snapshot = alert.evidence.get(SNAPSHOT)
+        marks.append(AlertMark(alert.kind, alert.step, min(window) if window else None,
+                               max(window) if window else None, str(snapshot) if snapshot else None,
+                               f"{alert.kind} at step {alert.step}" + (f" (steps {min(window)}–{max(window)})"
+                                                                        if window else "")))
+    return marks
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from board.components.empty_state import empty_state
-from board.components.rank_figures import breakdown_figure, rank_lines_figure, skew_figure
+from board.components.rank_figures import breakdown_figure, mark_alert, rank_lines_figure, skew_figure
 from board.components.rank_tables import rank_alerts_table, ranks_table, replica_indicator, replica_table
 from board.components.relayout import window_from_relayout
 from board.context import board_context
@@ -34,13 +34,28 @@ BREAKDOWN_NOTE = ("Compute, wait (for the gradients' AllReduce), data and CPU wa
 
 def _empty(groups: list[str]) -> html.Div:
     """Why there is nothing to show (no log directory yet, no runs, no run with ranks), or nothing."""
-    return empty_state(board_context().store, "ranks") or (html.Div() if groups else html.Div(
-        "No run has rank sub-runs yet: data-parallel training writes one run per rank, <run>/rank0, <run>/rank1, … "
-        "(see docs/board.md, The Ranks page).", className="fs-empty", id="empty-ranks-groups"))
+    return empty_state(board_context().store, "ranks") or (html.Div() if groups else html.Div([
+        html.Div("No run has rank sub-runs yet. Under mpiexec, give each rank its own run and watch it: "),
+        html.Code("writer = SummaryWriter(rank_logdir('logs/job')); watch(model, writer)"),
+        html.Div("(both from instrumentation: logs/job/rank0, logs/job/rank1, …; watch() then logs "
+                 "step, AllReduce and wait times per rank — see docs/distributed.md)")],
+        className="fs-empty", id="empty-ranks-groups"))
 
 
-def layout(group: str | None = None, **_query: str) -> html.Div:
+def _focus(rank: str | None, window: str | None) -> dict[str, Any]:
+    """A rank alert's rank and window of steps ("40-59") from the query string; what is malformed is left out."""
+    focus: dict[str, Any] = {}
+    if rank is not None and rank.isdigit():
+        focus["rank"] = int(rank)
+    first, _, last = (window or "").partition("-")
+    if first.isdigit() and last.isdigit():
+        focus["window"] = [min(int(first), int(last)), max(int(first), int(last))]
+    return focus
+
+
+def layout(group: str | None = None, rank: str | None = None, window: str | None = None, **_query: str) -> html.Div:
     context = board_context()
+    focus = _focus(rank, window)
     groups = list(rank_groups(context.store))
     chosen = group if group in groups else (groups[0] if groups else None)
     missing = None
@@ -57,7 +72,8 @@ def layout(group: str | None = None, **_query: str) -> html.Div:
             html.Span(style={"display": "inline-flex", "alignItems": "center", "gap": "0.6em"}, children=[
                 html.Label("lines", htmlFor="ranks-series"),  # kept on the line of its choices
                 dcc.RadioItems(id="ranks-series", options=[{"label": label, "value": key} for key, label in
-                                                            LINE_LABELS.items()], value="step", inline=True,
+                                                            LINE_LABELS.items()],
+                               value="compute" if "window" in focus else "step", inline=True,
                                inputStyle={"marginRight": "0.25em"}, labelStyle={"marginRight": "0.8em"})]),
             html.Span(id="ranks-summary", className="fs-muted"),
         ]),
@@ -76,6 +92,7 @@ def layout(group: str | None = None, **_query: str) -> html.Div:
             html.Div(id="ranks-replicas"),
         ]),
         dcc.Store(id="ranks-window"),  # the zoomed window of steps, shared by the step-time and skew charts
+        dcc.Store(id="ranks-focus", data={**focus, "group": chosen}),  # a rank alert's rank and window (its link)
         dcc.Interval(id="ranks-poll", interval=context.config.browser_poll_ms),
     ])
 
@@ -101,10 +118,12 @@ def _window(data: Any) -> tuple[float, float] | None:
     return None
 
 
-def content(group: str, window: tuple[float, float] | None = None, series: str = "step") -> tuple[Any, ...]:
+def content(group: str, window: tuple[float, float] | None = None, series: str = "step",
+            focus: dict[str, Any] | None = None) -> tuple[Any, ...]:
     """The figures, tables and notes of `group`, in the order of the page callback's outputs. The two step charts
     show `window` (steps), downsampled again for it; they keep the user's zoom across refreshes (`uirevision`). The
-    line chart shows `series` (a key of LINE_SERIES) of every rank."""
+    line chart shows `series` (a key of LINE_SERIES) of every rank. `focus` (a rank alert's link): its window of steps
+    shaded on the line and skew charts, its rank's line highlighted."""
     context = board_context()
     view = ranks_view(context.store, group)
     series = series if series in LINE_SERIES else "step"
@@ -113,6 +132,12 @@ def content(group: str, window: tuple[float, float] | None = None, series: str =
                skew_figure(view.skew, skew_display_indices(view.skew, window), window), breakdown_figure(view.breakdown)]
     for figure in figures:
         figure["layout"]["uirevision"] = group
+    if focus and focus.get("group") == group:
+        rank, shaded = focus.get("rank"), focus.get("window")
+        shaded = (int(shaded[0]), int(shaded[1])) if shaded else None
+        label = f"alert window, steps {shaded[0]}–{shaded[1]}" if shaded else ""
+        mark_alert(figures[0], rank, shaded, label)
+        mark_alert(figures[1], None, shaded, "")
     return (*figures, ranks_table(view.breakdown, view.warnings), rank_alerts_table(view.alerts),
             html.Div([replica_indicator(view.replicas), replica_table(view.replicas)]), _notes(view), _summary(view))
 
@@ -133,11 +158,12 @@ def register_callbacks(app: Dash) -> None:
                   Output("ranks-alerts", "children"), Output("ranks-replicas", "children"),
                   Output("ranks-notes", "children"), Output("ranks-summary", "children"),
                   Output("ranks-content", "style"), Input("ranks-group", "value"), Input("ranks-window", "data"),
-                  Input("ranks-series", "value"), Input("ranks-poll", "n_intervals"))
-    def _refresh(group: str | None, window: Any, series: Any, _ticks: int | None):
+                  Input("ranks-series", "value"), Input("ranks-poll", "n_intervals"), State("ranks-focus", "data"))
+    def _refresh(group: str | None, window: Any, series: Any, _ticks: int | None, focus: Any):
         if not isinstance(group, str) or group not in rank_groups(board_context().store):
             return (*[no_update] * (len(GRAPHS) + 5), {"display": "none"})
-        return (*content(group, _window(window), series if isinstance(series, str) else "step"), {})
+        return (*content(group, _window(window), series if isinstance(series, str) else "step",
+                         focus if isinstance(focus, dict) else None), {})
 
     @app.callback(Output("ranks-group", "options"), Output("ranks-group", "value"), Output("ranks-empty", "children"),
                   Input("ranks-poll", "n_intervals"), State("ranks-group", "options"), State("ranks-group", "value"),

@@ -20,6 +20,7 @@ MEMORY_KINDS = (OOM, LEAK, FRAGMENTATION)  # their evidence is shown on the Memo
 
 # Evidence keys of memory alerts.
 SNAPSHOT = "snapshot"  # capture id of the memory snapshot written with the alert (oom, leak)
+DEVICE = "device"  # the allocator's device ("cpu", "cuda:0") or "host" (a leak of the process RSS)
 STEPS = "steps"  # leak: the steps of the window the trend was found in
 LIVE_BYTES = "live_bytes"  # leak on a device: live bytes at those steps (also a leak group's live bytes now)
 RSS_BYTES = "rss_bytes"  # leak of the host: process RSS at those steps

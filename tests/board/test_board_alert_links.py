@@ -12,9 +12,9 @@ def test_memory_alerts_open_their_snapshot_on_the_memory_page():
     oom = RunAlert("exp/a b", Alert("oom", "error", "fc1", "out of memory", 7, 0.0, {"snapshot": "2026_11_29_17_00_00"}))
     url = urlsplit(alert_link(oom))
     assert url.path == "/memory"
-    assert parse_qs(url.query) == {"run": ["exp/a b"], "snapshot": ["2026_11_29_17_00_00"]}
+    assert parse_qs(url.query) == {"run": ["exp/a b"], "snapshot": ["2026_11_29_17_00_00"], "step": ["7"]}
     leak = RunAlert("r", Alert("leak", "warning", "fc1", "grows", 40, 0.0, {}))
-    assert alert_link(leak) == "/memory?run=r"
+    assert alert_link(leak) == "/memory?run=r&step=40"  # the step marked on the chart
 
 
 def test_training_alerts_open_the_step_on_the_dynamics_page():
@@ -43,6 +43,12 @@ def test_rank_alerts_open_their_groups_ranks_page():
     assert url.path == "/ranks" and parse_qs(url.query) == {"group": ["exp/a&b"]}
     divergence = RunAlert("rank1", Alert("replica_divergence", "error", "rank1", "differ", 10, 0.0, {}))
     assert alert_link(divergence) == "/ranks?group=."
+    # the rank and the window of its evidence: the rank highlighted, the window shaded on the busy-time chart
+    windowed = RunAlert("g/rank2", Alert("straggler", "warning", "rank2", "slow", 59, 0.0,
+                                         {"rank": 2, "window_steps": [40, 59]}))
+    assert parse_qs(urlsplit(alert_link(windowed)).query) == {"group": ["g"], "rank": ["2"], "window": ["40-59"]}
+    odd = RunAlert("g/rank2", Alert("straggler", "warning", "rank2", "slow", 59, 0.0, {"rank": "2", "window_steps": 5}))
+    assert alert_link(odd) == "/ranks?group=g"  # malformed evidence is left out
 
 
 def test_a_badge_tooltip_does_not_repeat_a_subject_its_message_begins_with():
