@@ -193,7 +193,19 @@ def test_on_a_tiny_step_with_the_memory_tracker_the_share_stays_within_the_budge
     assert share <= BUDGET, f"watch() and its memory tracker took {share:.1%} of a tiny step"
 
 
-def test_on_a_20_ms_step_one_step_in_four_or_more_is_observed_within_the_budget(digits, tmp_path, monkeypatch):
+@pytest.fixture()
+def costs_on_the_cpu_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """watch() times its work on the wall clock and its steps on the thread's CPU clock (a loaded machine's waits are
+    not step time; a cost is never under-estimated). A test of which interval the pacer picks reads both on the CPU
+    clock: on a machine at load 12-15 a run of ~1 ms holds someone else's time slice now and then, and the wall-clock
+    interval followed the load (the 20 ms step's `every <= 4` failed in 3 of 4 runs; 3-4 at load 15, 2-3 on the CPU
+    clock). The pacer is the same; only what it is given no longer depends on the load (what watch() costs with the
+    shipped clocks is bench/watch_overhead.py's figure)."""
+    monkeypatch.setattr(watcher_module, "_now_ns", time.thread_time_ns)
+
+
+def test_on_a_20_ms_step_one_step_in_four_or_more_is_observed_within_the_budget(digits, tmp_path, monkeypatch,
+                                                                              costs_on_the_cpu_clock):
     clock = HookClock(monkeypatch)
     handle, _ = train_loop(digits, tmp_path / "run", 210, busy_cpu_s=0.02, clock=clock, measure_from=60,
                            budget=BUDGET)
@@ -235,7 +247,7 @@ def test_the_pace_tags_are_written_and_tensorboard_reads_them(digits, tmp_path):
     assert len(grad_steps) < 400 // 2
 
 
-def test_intervals_logged_by_the_watch_settle_within_200_steps(digits, tmp_path):
+def test_intervals_logged_by_the_watch_settle_within_200_steps(digits, tmp_path, costs_on_the_cpu_clock):
     steps, settled_by = 3000, 200
     train_loop(digits, tmp_path / "run", steps, budget=BUDGET)
     intervals = sorted(read_scalars(tmp_path / "run")["perf/interval/watch"].items())

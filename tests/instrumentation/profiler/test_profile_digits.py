@@ -59,8 +59,10 @@ def test_profiled_run_writes_a_trace_whose_steps_match_an_independent_clock(tmp_
     independent = np.array(measured[3:9])
     # The step span runs from the data fetch to optimizer.step(): the loop's own clock brackets the same work.
     assert np.all(recorded <= independent * 1.02 + 5)
-    # The last recorded step also writes the trace (after its step span closed): compare the others.
-    assert recorded[:-1].sum() == pytest.approx(independent[:-1].sum(), rel=0.1)
+    # The last recorded step also writes the trace (after its step span closed): compare the others. Per step, and the
+    # median: a step of ~1 ms whose few microseconds outside the span held another process's time slice (a loaded
+    # machine) is one of five; a span that leaves out part of the step is short in all of them.
+    assert np.median(recorded[:-1] / independent[:-1]) >= 0.9, (recorded, independent)
     # Every op lies inside its step, and op time is a part of step time.
     ops = columns.ops
     for index in steps:
