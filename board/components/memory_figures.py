@@ -113,9 +113,11 @@ def _limit_trace(timeline: MemoryTimeline) -> dict[str, Any] | None:
 
 
 def _snapshot_trace(snapshots: Sequence[SnapshotMark], focus: str | None) -> dict[str, Any]:
-    """Each snapshot as a diamond at its step and allocated bytes; the focused one larger and outlined."""
-    return {"type": "scatter", "mode": "markers", "name": "snapshots", "x": [s.step for s in snapshots],
-            "y": [s.allocated_bytes for s in snapshots],
+    """Each snapshot as a diamond at its step and allocated bytes, one taken in an evaluation labelled so; the focused
+    one larger and outlined."""
+    return {"type": "scatter", "mode": "markers+text", "name": "snapshots", "x": [s.step for s in snapshots],
+            "y": [s.allocated_bytes for s in snapshots], "textposition": "middle left", "textfont": {"size": 10},
+            "text": ["evaluation " if s.phase == EVALUATION else "" for s in snapshots],  # not a training step
             "marker": {"symbol": "diamond", "size": [14 if s.capture_id == focus else 9 for s in snapshots],
                        "color": "#f1c40f", "line": {"color": "#000", "width": [2 if s.capture_id == focus else 1
                                                                                   for s in snapshots]}},

@@ -56,6 +56,10 @@ def test_the_highest_peak_on_the_chart_is_the_highest_snapshot_an_evaluation(log
     marks = {m.step: m for m in snapshot_marks(store, "evaluated", "cpu")}
     assert marks[closing].phase == EVALUATION and marks[closing].allocated_bytes == line.peak[-1]
     assert all(m.phase == TRAINING for step, m in marks.items() if step != closing)
+    drawn = _trace(_figure(store, "evaluated"), "snapshots")  # on the chart: at the peak line's highest point, so said
+    at = drawn["x"].index(closing)
+    assert drawn["y"][at] == line.peak.max() and drawn["text"][at].strip() == "evaluation"
+    assert {text for x, text in zip(drawn["x"], drawn["text"]) if x != closing} == {""}
 
 
 def test_a_thinned_log_is_markers_with_a_faint_dotted_joint_and_its_interval_said(logdir) -> None:
