@@ -51,6 +51,7 @@ def layout(run: str | None = None, step: str | None = None, kind: str = "", subj
             html.Label("run", htmlFor="dynamics-run"),
             dcc.Dropdown(id="dynamics-run", options=runs, value=chosen, clearable=False, style={"minWidth": "22em"}),
             html.Span(id="dynamics-step-label", className="fs-muted"),
+            html.Span(id="dynamics-step-alert", className="fs-muted"),
             html.Button("clear step", id="dynamics-clear-step", className="fs-step-button"),
         ]),
         html.Div(id="dynamics-sampling", className="fs-muted"),
@@ -120,16 +121,17 @@ def register_callbacks(app: Dash) -> None:
         return no_update  # the alert table was re-rendered: no click
 
     @app.callback(*[Output(f"dynamics-{name}", "figure") for name in GRAPHS], Output("dynamics-step-label", "children"),
-                  Output("dynamics-charts", "style"), Output("dynamics-sampling", "children"),
+                  Output("dynamics-step-alert", "children"), Output("dynamics-charts", "style"),
+                  Output("dynamics-sampling", "children"),
                   Output("dynamics-evidence-box", "children"),
                   Input("dynamics-run", "value"), Input("dynamics-step", "data"), Input("dynamics-poll", "n_intervals"))
     def _figures(run: str | None, marked: dict | None, _ticks: int | None):
         mark = StepMark(int(marked["step"]), marked.get("kind", ""), marked.get("subject", "")) if marked else None
-        label = (f"selected step: {mark.step}" + (f" ({mark.kind} · {mark.subject})" if mark.kind else "")
-                 if mark is not None else "click an alert's step to mark it on the charts")
+        label = f"selected step: {mark.step}" if mark is not None else "click an alert's step to mark it on the charts"
+        alert = " · ".join(part for part in (mark.kind, mark.subject) if part) if mark is not None else ""
         sampling = sampling_text(measured_steps(board_context().store, run)) + \
             " — markers are the measured steps; a faint dotted line crosses steps not measured" if run else ""
-        return *figures(run, mark), label, _charts_style(run), sampling, _evidence(run, mark)
+        return *figures(run, mark), label, alert, _charts_style(run), sampling, _evidence(run, mark)
 
     @app.callback(Output("dynamics-alerts", "children"), Output("dynamics-run", "options"),
                   Output("dynamics-alerts-shown", "data"),

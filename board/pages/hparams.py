@@ -64,6 +64,10 @@ def _shown(generation: int, rows: list[dict]) -> dict:
             "digest": hashlib.blake2b(orjson.dumps(rows, option=orjson.OPT_NON_STR_KEYS), digest_size=16).hexdigest()}
 
 
+def _charts_style(table: HParamsTable) -> dict[str, str]:
+    return {} if table.rows else {"display": "none"}
+
+
 def layout(**_query: str) -> html.Div:
     context = board_context()
     generation = context.store.generation
@@ -74,9 +78,12 @@ def layout(**_query: str) -> html.Div:
     return html.Div([
         html.H2("HParams"),
         empty_state(context.store, "hparams") or html.Div(
-            "No hyperparameters logged (add_hparams) in any run yet." if not table.rows else
+            ["No hyperparameters logged in any run yet. Log a run's with:",
+             html.Pre('writer.add_hparams({"lr": 0.01, "batch_size": 64}, {"hparam/accuracy": accuracy})')]
+            if not table.rows else
             f"{len(table.rows)} runs with hyperparameters; click a column header to sort, type in the second row to "
-            "filter (e.g. > 0.5, or text)", className="fs-muted", id="hparams-summary"),
+            "filter (e.g. > 0.5, or text); a run without a hyperparameter has no place on its axis",
+            className="fs-empty" if not table.rows else "fs-muted", id="hparams-summary"),
         html.Div([html.Div(problem, className="fs-muted") for problem in table.problems], id="hparams-problems"),
         dash_table.DataTable(id="hparams-table", columns=columns, data=rows, sort_action="native",
                              filter_action="native", page_action="native", page_size=50, merge_duplicate_headers=True,
@@ -86,6 +93,7 @@ def layout(**_query: str) -> html.Div:
             html.Label("colour by", htmlFor="hparams-color"),
             dcc.Dropdown(id="hparams-color", options=list(table.metric_tags), value=metric, style={"minWidth": "16em"}),
         ]),
+        html.Div(id="hparams-charts", style=_charts_style(table), children=[  # no rows: the note above, no blank charts
         dcc.Graph(id="hparams-parallel", figure=parallel_coordinates(table, metric), config={"displaylogo": False}),
         html.Div(className="fs-controls", children=[
             html.Label("metric", htmlFor="hparams-metric"),
@@ -96,6 +104,7 @@ def layout(**_query: str) -> html.Div:
                          style={"minWidth": "16em"}),
         ]),
         dcc.Graph(id="hparams-scatter", figure=metric_scatter(table, hparam, metric), config={"displaylogo": False}),
+        ]),
         dcc.Interval(id="hparams-poll", interval=context.config.browser_poll_ms),
         dcc.Store(id="hparams-generation", data=_shown(generation, rows)),
     ])
@@ -119,10 +128,11 @@ def register_callbacks(app: Dash) -> None:
             return no_update, no_update, now
         return columns, rows, now
 
-    @app.callback(Output("hparams-parallel", "figure"), Input("hparams-color", "value"),
-                  Input("hparams-table", "data"), prevent_initial_call=True)
+    @app.callback(Output("hparams-parallel", "figure"), Output("hparams-charts", "style"),
+                  Input("hparams-color", "value"), Input("hparams-table", "data"), prevent_initial_call=True)
     def _parallel(metric: str | None, _rows: list[dict]):
-        return parallel_coordinates(hparams_table(board_context().store), metric)
+        table = hparams_table(board_context().store)
+        return parallel_coordinates(table, metric), _charts_style(table)
 
     @app.callback(Output("hparams-scatter", "figure"), Input("hparams-hparam", "value"),
                   Input("hparams-metric", "value"), Input("hparams-table", "data"), prevent_initial_call=True)

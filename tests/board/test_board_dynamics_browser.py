@@ -37,16 +37,18 @@ def test_dynamics_page_shows_ratios_norms_dead_fractions_and_selects_an_alert_st
                            " return gd && gd.data && gd.data.length === 1 && gd.data[0].y.length === 4; }")
     assert graph_data(page, "dynamics-heatmap", "Array.from(gd.data[0].y)") == ["0.bias", "0.weight", "2.bias",
                                                                                "2.weight"]
-    assert graph_data(page, "dynamics-heatmap", "gd.data[0].x.length") == 46  # two epochs of 23 steps
+    edges = graph_data(page, "dynamics-heatmap", "Array.from(gd.data[0].x)")  # the cells' edges: one more than cells
+    assert edges[0] == -0.5 and edges[-1] == 45.5  # two epochs of 23 steps
+    assert graph_data(page, "dynamics-heatmap", "gd.data[0].z[0].length") == len(edges) - 1
     assert graph_data(page, "dynamics-heatmap", "gd.data[0].z[3][1]") > 0  # 2.weight's step-1 update: ratio > 1
     page.wait_for_function("() => { const gd = document.querySelector('#dynamics-ratios .js-plotly-plot');"
-                           " return gd && gd.data && gd.data.length === 4; }")
+                           " return gd && gd.data && gd.data.filter(t => t.mode === 'lines+markers').length === 4; }")
     assert graph_data(page, "dynamics-ratios", "gd.layout.yaxis.type") == "log"
     band = graph_data(page, "dynamics-ratios", "gd.layout.shapes[0]")
     assert (band["y0"], band["y1"]) == (0.001, 0.01)
     page.wait_for_function("() => { const gd = document.querySelector('#dynamics-dead .js-plotly-plot');"
-                           " return gd && gd.data && gd.data.length === 1; }")
-    assert graph_data(page, "dynamics-dead", "gd.data[0].name") == "1"
+                           " return gd && gd.data && gd.data.filter(t => t.mode === 'lines+markers').length === 1; }")
+    assert graph_data(page, "dynamics-dead", "gd.data.filter(t => t.mode === 'lines+markers')[0].name") == "1"
     expect(page.locator("#dynamics-heatmap .gtitle")).to_contain_text("healthy band")
 
     rows = page.locator("#dynamics-alerts table tbody tr")
@@ -90,7 +92,7 @@ def test_alerts_page_lists_every_run_filters_by_kind_and_links_to_the_step(page:
         expect(table.nth(row).locator("td").nth(2)).to_have_text("dead_units")
     table.filter(has_text="dead_relu").locator("a").click()
     expect(page.locator("#dynamics-step-label")).to_have_text("selected step: 9")
-    assert page.url.endswith("/dynamics?run=dead_relu&step=9")
+    assert page.url.endswith("/dynamics?run=dead_relu&step=9&kind=dead_units&subject=1")
     assert errors == []
 
 
@@ -101,7 +103,7 @@ def test_a_logdir_without_dynamics_tags_gets_a_message_and_no_blank_charts(page:
     errors = watch_console(page)
     page.set_default_timeout(60_000)
     page.goto(board.url + "/dynamics")
-    expect(page.locator("#empty-dynamics-tags")).to_contain_text("instrumentation.watch")
+    expect(page.locator("#empty-dynamics-tags")).to_contain_text("handle = watch(model, SummaryWriter(")
     expect(page.locator("#dynamics-charts")).to_be_hidden()
     expect(page.locator("#dynamics-heatmap")).to_be_hidden()
     assert errors == []

@@ -49,13 +49,13 @@ def test_runs_page_summarises_alerts_per_run_with_links_to_their_evidence(page: 
     page.screenshot(path=str(tmp_path / "runs-alerts.png"), full_page=True)
 
     row.nth(1).click()  # a training alert: the run and step on the Dynamics page
-    expect(page).to_have_url(board.url + "/dynamics?run=lr-explodes&step=47")
+    expect(page).to_have_url(board.url + "/dynamics?run=lr-explodes&step=47&kind=exploding_gradient&subject=0.weight")
     expect(page.locator("#dynamics-step-label")).to_have_text("selected step: 47")
     expect(page.locator("#dynamics-alerts")).to_contain_text(alert_names.EXPLODING_GRADIENT)
 
     page.goto(board.url + "/")
     page.locator(".runs-alert-row[data-run='nan-origin'] .fs-alert-link").click()
-    expect(page).to_have_url(board.url + "/dynamics?run=nan-origin&step=33")
+    expect(page).to_have_url(board.url + "/dynamics?run=nan-origin&step=33&kind=nonfinite&subject=standardize")
     expect(page.locator("#dynamics-alerts")).to_contain_text("Div in module 'standardize'")
 
     page.goto(board.url + "/")
