@@ -133,7 +133,8 @@ def content(group: str, window: tuple[float, float] | None = None, series: str =
     for figure in figures:
         figure["layout"]["uirevision"] = group
     if focus and focus.get("group") == group:
-        rank, shaded = focus.get("rank"), focus.get("window")
+        rank = focus.get("rank") if type(focus.get("rank")) is int else None
+        shaded = _window(focus.get("window"))
         shaded = (int(shaded[0]), int(shaded[1])) if shaded else None
         label = f"alert window, steps {shaded[0]}–{shaded[1]}" if shaded else ""
         mark_alert(figures[0], rank, shaded, label)

@@ -90,7 +90,7 @@ def test_hostile_group_values_never_cause_a_server_error(client: FlaskClient, va
     assert client.get("/api/ranks?group=%ff%fe").status_code == 404  # bytes that are not UTF-8
 
 
-def _refresh_request(group: object, window: object, series: object) -> dict:
+def _refresh_request(group: object, window: object, series: object, focus: object = None) -> dict:
     """The Ranks page's refresh callback request, as the browser sends it."""
     outputs = [{"id": f"ranks-{name}", "property": "figure"} for name in ("step-times", "skew", "breakdown")] + [
         {"id": f"ranks-{name}", "property": "children"} for name in ("per-rank", "alerts", "replicas", "notes",
@@ -102,6 +102,7 @@ def _refresh_request(group: object, window: object, series: object) -> dict:
                        {"id": "ranks-window", "property": "data", "value": window},
                        {"id": "ranks-series", "property": "value", "value": series},
                        {"id": "ranks-poll", "property": "n_intervals", "value": 1}],
+            "state": [{"id": "ranks-focus", "property": "data", "value": focus}],
             "changedPropIds": ["ranks-poll.n_intervals"]}
 
 
@@ -114,6 +115,34 @@ def test_the_page_callback_answers_hostile_inputs_without_a_server_error(client:
     client.get("/")  # Dash finishes its set-up on the first request
     response = client.post("/_dash-update-component", json=_refresh_request(group, window, series))
     assert response.status_code in (200, 204), response.get_data(as_text=True)[:300]
+
+
+@pytest.mark.parametrize("focus", ["ddp", [1, 2], {"group": "ddp", "rank": "2", "window": ["a", "b"]},
+                                   {"group": "ddp", "rank": True, "window": [float("inf"), 3]},
+                                   {"group": ["ddp"], "window": [1, 2, 3]}])
+def test_the_page_callback_answers_a_hostile_focus_without_marks(client: FlaskClient, focus) -> None:
+    client.get("/")
+    response = client.post("/_dash-update-component", json=_refresh_request("ddp", None, "compute", focus))
+    assert response.status_code == 200, response.get_data(as_text=True)[:300]
+    figure = response.get_json()["response"]["ranks-step-times"]["figure"]
+    assert not [s for s in figure["layout"].get("shapes", []) if s.get("name") == "alert-window"]
+    assert all("opacity" not in trace for trace in figure["data"])
+
+
+def test_the_page_callback_marks_a_straggler_window_and_its_rank(client: FlaskClient) -> None:
+    client.get("/")
+    focus = {"group": "ddp", "rank": 2, "window": [5, 9]}
+    answer = client.post("/_dash-update-component", json=_refresh_request("ddp", None, "compute", focus)).get_json()
+    for chart in ("ranks-step-times", "ranks-skew"):
+        [shape] = [s for s in answer["response"][chart]["figure"]["layout"]["shapes"] if s.get("name") == "alert-window"]
+        assert (shape["x0"], shape["x1"]) == (5, 9)
+    lines = {t["name"]: t for t in answer["response"]["ranks-step-times"]["figure"]["data"]}
+    assert lines["rank2"]["line"]["width"] > lines["rank0"]["line"]["width"] and "opacity" not in lines["rank2"]
+    assert all(lines[f"rank{k}"]["opacity"] < 1 for k in (0, 1, 3))
+    other = client.post("/_dash-update-component",  # the focus belongs to its group: another one is drawn plain
+                        json=_refresh_request("ddp", None, "compute", {**focus, "group": "other"})).get_json()
+    assert not [s for s in other["response"]["ranks-step-times"]["figure"]["layout"].get("shapes", [])
+                if s.get("name") == "alert-window"]
 
 
 def test_the_page_callback_draws_a_window_of_the_compute_series(client: FlaskClient) -> None:

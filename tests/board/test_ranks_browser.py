@@ -51,7 +51,7 @@ def test_ranks_page_shows_each_ranks_line_the_skew_and_the_straggler_alert(page:
 
     page.goto(board.url + "/")  # the Runs page links each group with ranks, and their rank alerts, to its view
     expect(page.locator(".runs-alert-row[data-run='ddp/rank2'] .fs-alert-link")).to_have_attribute(
-        "href", "/ranks?group=ddp")
+        "href", "/ranks?group=ddp&rank=2&window=0-19")  # the straggler, its window
     page.locator("#runs-content .fs-ranks-link").first.click()
     expect(page).to_have_url(board.url + "/ranks?group=ddp")
     expect(page.locator("#nav-ranks")).to_have_text("Ranks")
