@@ -13,8 +13,9 @@ def _badge(summary: KindSummary) -> dcc.Link:
     count = f" ×{summary.count}" if summary.count > 1 else ""
     return dcc.Link(f"{summary.kind}{count} · step {alert.step}", href=alert_link(summary.first),
                     className=SEVERITY_BADGES.get(summary.severity, "fs-badge") + " fs-alert-link",
-                    title=alert.message if not alert.subject or alert.message.startswith(alert.subject)
-                    else f"{alert.subject}: {alert.message}")  # most messages begin with their subject already
+                    title=alert.message if not alert.subject or alert.subject in alert.message
+                    else f"{alert.subject}: {alert.message}")  # most messages name their subject already (a leak's
+    # site is in the middle of its message)
 
 
 def _headline(kinds: list[KindSummary], limit: int = 160) -> html.Div:

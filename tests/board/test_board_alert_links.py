@@ -57,5 +57,8 @@ def test_a_badge_tooltip_does_not_repeat_a_subject_its_message_begins_with():
 
     dead = RunAlert("r", Alert("dead_units", "warning", "3", "3: 94% of its units were never positive", 9, 0.0))
     other = RunAlert("r", Alert("leak", "warning", "fc1", "grows 1 KiB a step", 9, 0.0))
-    titles = [_badge(KindSummary(item.alert.kind, 1, item.alert.severity, item)).title for item in (dead, other)]
-    assert titles == ["3: 94% of its units were never positive", "fc1: grows 1 KiB a step"]
+    site = "train.py:12 step"
+    leak = RunAlert("r", Alert("leak", "warning", site, f"live memory grows: 1 block per step allocated at {site}", 9, 0.0))
+    titles = [_badge(KindSummary(item.alert.kind, 1, item.alert.severity, item)).title
+              for item in (dead, other, leak)]
+    assert titles == ["3: 94% of its units were never positive", "fc1: grows 1 KiB a step", leak.alert.message]
