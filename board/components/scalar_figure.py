@@ -1,7 +1,7 @@
 """Scalar chart: one raw (faint when smoothing), one smoothed and one non-finite-marker trace per run, in the run's
 style; a hover label listing every run at the hovered step sorted by value; unit axes (IEC bytes, SI times) from the
-tag's suffix. A series with steps not measured (logged at an interval, thinned) gets markers at its points and no line
-across those steps, and its legend says the interval."""
+tag's suffix. A series with steps not measured (logged at an interval, thinned) gets markers at its points, no line
+across those steps but a faint dotted connector (a fourth trace), and its legend says the interval."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +13,7 @@ from board.data.views import ScalarView, XAxis
 from instrumentation.format.units import TagUnit, tag_unit, unit_ticks
 
 FEW_POINTS = 30  # series this short are drawn with markers too
-TRACES_PER_RUN = 3  # raw, smoothed, non-finite markers: run k owns traces 3k .. 3k+2
+TRACES_PER_RUN = 4  # raw, smoothed, non-finite markers, faint connector: run k owns traces 4k .. 4k+3
 _TIME_SUFFIX = {1e-9: "ns", 1e-6: "µs", 1e-3: "ms", 1.0: "s"}
 X_TITLES = {"step": "step", "relative": "relative time (s)", "wall": "wall time (UTC)"}
 _NONFINITE_Y = {"nan": 0.5, "inf": 0.97, "-inf": 0.03}  # on the overlay axis y2, in [0, 1]
@@ -58,7 +58,7 @@ def _broken(values: np.ndarray | list, breaks: np.ndarray) -> np.ndarray | list:
 
 
 def run_traces(view: ScalarView, x_axis: XAxis, smoothing: bool) -> list[dict[str, Any]]:
-    """The three traces of one run. y values are NumPy arrays (written as JSON lists, not typed arrays, so live updates
+    """The four traces of one run. y values are NumPy arrays (written as JSON lists, not typed arrays, so live updates
     can extend them); a thinned series' values are lists with a None at each stretch of unmeasured steps."""
     style = run_style(view.run)
     color = style.color
@@ -108,6 +108,17 @@ def run_traces(view: ScalarView, x_axis: XAxis, smoothing: bool) -> list[dict[st
             "text": kinds,
             "marker": {"symbol": "x", "size": 9, "color": color, "line": {"width": 2, "color": "#cc0000"}},
             "hovertemplate": f"%{{text}}<extra>{view.run}</extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"{view.run} (not measured between)",
+            "legendgroup": view.run,
+            "showlegend": False,
+            "hoverinfo": "skip",
+            "x": x if len(breaks) else [],
+            "y": (smoothed if smoothing else raw) if len(breaks) else [],
+            "line": {"color": with_alpha(color, 0.45), "width": 1, "dash": "dot"},
         },
     ]
     if smoothing:  # the smoothed trace's label carries the raw value

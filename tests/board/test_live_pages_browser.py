@@ -45,7 +45,7 @@ def test_scalars_appends_points_written_while_the_page_is_open(page: Page, tmp_p
     page.goto(board.url + "/scalars")
     graph = _scalars_graph("train/loss")
     page.wait_for_function(f"() => {{ const gd = document.querySelector(`{graph}`);"
-                           f" return gd && gd.data && gd.data.length === 6 && gd.data[0].x.length === {FIRST_STEPS}; }}")
+                           f" return gd && gd.data && gd.data.length === 8 && gd.data[0].x.length === {FIRST_STEPS}; }}")
     if not smoothing:
         page.locator("#scalars-smoothing [role=slider]").first.press("Home")  # the handle, in either dash
         expect(page.locator("#scalars-smoothing-value")).to_have_text("0.00")
@@ -61,7 +61,7 @@ def test_scalars_appends_points_written_while_the_page_is_open(page: Page, tmp_p
     if smoothing:  # the smoothed line grew with the raw one
         smoothed_x, smoothed_y = _trace_points(page, graph, 1)
         assert smoothed_x == x and len(smoothed_y) == len(x)
-    beta_x, _ = _trace_points(page, graph, 3)
+    beta_x, _ = _trace_points(page, graph, 4)
     assert beta_x == list(range(FIRST_STEPS))  # the other run is left as it was
     assert errors == []
 

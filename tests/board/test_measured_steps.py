@@ -45,7 +45,7 @@ def _view(tmp_path: Path, steps: np.ndarray, smoothing: float = 0.0):
 def test_a_thinned_series_has_markers_and_no_line_across_its_gaps(tmp_path: Path) -> None:
     for smoothing in (False, True):
         view = _view(tmp_path / str(smoothing), THINNED, smoothing=0.6 if smoothing else 0.0)
-        raw, smoothed, _ = run_traces(view, "step", smoothing=smoothing)
+        raw, smoothed, _, connector = run_traces(view, "step", smoothing=smoothing)
         drawn = smoothed if smoothing else raw
         assert "markers" in drawn["mode"] and "markers" in raw["mode"]
         x, y = drawn["x"], drawn["y"]
@@ -54,10 +54,15 @@ def test_a_thinned_series_has_markers_and_no_line_across_its_gaps(tmp_path: Path
         assert [x[i + 1] for i in breaks] == [48, 64, 80, 96, 112, 128, 144, 160, 171]  # the line stops before each
         assert all(y[i] is None for i in breaks)
         assert drawn["name"] == "run · every 16 steps from step 48, last at step 171"
+        # a faint dotted connector through every point, silent on hover and in the legend
+        assert list(connector["x"]) == THINNED.tolist() and list(connector["y"]) == [v for v in y if v is not None]
+        assert connector["line"]["dash"] == "dot" and connector["hoverinfo"] == "skip"
+        assert connector["line"]["color"].startswith("rgba(") and not connector["showlegend"]
 
 
 def test_a_series_logged_every_step_keeps_its_line(tmp_path: Path) -> None:
     view = _view(tmp_path, np.arange(500), smoothing=0.6)
-    raw, smoothed, _ = run_traces(view, "step", smoothing=True)
+    raw, smoothed, _, connector = run_traces(view, "step", smoothing=True)
     assert view.sampling is None and smoothed["mode"] == "lines" and raw["mode"] == "lines"
+    assert len(connector["x"]) == 0
     assert None not in list(smoothed["x"]) and smoothed["name"] == "run"

@@ -40,8 +40,8 @@ def _styles(page: Page) -> dict[str, list[str]]:
     """Run → [colour, dash] of its smoothed line (the default smoothing draws it, the raw one faint)."""
     graph = _graph("loss")
     page.wait_for_function(f"() => {{ const gd = document.querySelector(`{graph}`);"
-                           f" return gd && gd.data && gd.data.length === {3 * len(RUNS)}; }}")
-    pairs = page.eval_on_selector(graph, "gd => gd.data.filter((t, i) => i % 3 === 1)"
+                           f" return gd && gd.data && gd.data.length === {4 * len(RUNS)}; }}")
+    pairs = page.eval_on_selector(graph, "gd => gd.data.filter((t, i) => i % 4 === 1)"
                                          ".map(t => [t.legendgroup, t.line.color, t.line.dash])")
     return {run: [color, dash] for run, color, dash in pairs}
 
@@ -80,7 +80,7 @@ def test_a_thinned_series_shows_markers_and_no_line_across_unmeasured_steps(page
     page.goto(board.url + "/scalars")
     graph = _graph("update/ratio")
     page.wait_for_function(f"() => {{ const gd = document.querySelector(`{graph}`);"
-                           " return gd && gd.data && gd.data.length === 3 && gd.data[1].x.length > 0; }")
+                           " return gd && gd.data && gd.data.length === 4 && gd.data[1].x.length > 0; }")
     smoothed = page.eval_on_selector(graph, "gd => ({mode: gd.data[1].mode, x: Array.from(gd.data[1].x),"
                                             " name: gd.data[1].name})")
     assert "markers" in smoothed["mode"]
@@ -92,5 +92,7 @@ def test_a_thinned_series_shows_markers_and_no_line_across_unmeasured_steps(page
     pieces = page.eval_on_selector(graph, "gd => Array.from(gd.querySelectorAll('.scatterlayer .trace')[1]"
                                           ".querySelectorAll('path.js-line'), p => p.getAttribute('d'))")
     assert sum("L" in piece for piece in pieces) == 1, pieces
+    connector = page.eval_on_selector(graph, "gd => [Array.from(gd.data[3].x), gd.data[3].line.dash]")
+    assert connector == [THINNED, "dot"]  # the faint dotted connector through the samples
     page.locator(graph).screenshot(path="/tmp/shots/scalars_thinned.png")
     assert errors == []

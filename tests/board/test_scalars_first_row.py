@@ -9,7 +9,7 @@ import orjson
 import pytest
 from dash._utils import to_json
 
-from board.components.scalar_figure import display_values, scalar_figure
+from board.components.scalar_figure import TRACES_PER_RUN, display_values, scalar_figure
 from board.data.store import LogdirStore
 from board.data.views import SmoothingCache, scalar_view
 from board_helpers import client_for, write_scalars
@@ -56,7 +56,7 @@ def test_a_smoothed_chart_of_four_runs_costs_under_45_bytes_a_drawn_point(bench_
     assert len(body) / drawn < 45, len(body) / drawn
     figure = json.loads(body)
     for index, view in enumerate(views):
-        raw, smoothed = figure["data"][3 * index], figure["data"][3 * index + 1]
+        raw, smoothed = figure["data"][TRACES_PER_RUN * index], figure["data"][TRACES_PER_RUN * index + 1]
         assert raw["x"] == view.x.tolist()
         assert np.array_equal(np.array(raw["y"]).astype(np.float32), view.raw)  # every logged value is a float32
         assert np.array_equal(np.array(smoothed["customdata"]).astype(np.float32), view.raw)
@@ -140,7 +140,7 @@ def test_the_layout_holds_the_first_row_drawn_and_its_callback_then_has_nothing_
     drawn = [graph["id"]["tag"] for graph in graphs if graph["figure"]["data"]]
     assert drawn == shown[:scalars.FIRST_DRAWN]
     for graph in graphs[:scalars.FIRST_DRAWN]:
-        runs = [trace["name"] for trace in graph["figure"]["data"][::3]]
+        runs = [trace["name"] for trace in graph["figure"]["data"][::TRACES_PER_RUN]]
         assert runs == ["r1", "r2"] and len(graph["figure"]["data"][0]["y"]) == 300  # every point: 300 < 2000
     # once the first row is on screen every chart's callback fires: the drawn ones answer "nothing to change", the
     # others their figure
@@ -151,7 +151,7 @@ def test_the_layout_holds_the_first_row_drawn_and_its_callback_then_has_nothing_
     assert drawn_now.status_code == 200
     graph_id = json.dumps({"tag": other, "type": "scalars-graph"}, separators=(",", ":"))
     figure = drawn_now.get_json()["response"][graph_id]
-    assert len(figure["figure"]["data"]) == 6
+    assert len(figure["figure"]["data"]) == 2 * TRACES_PER_RUN
 
 
 def test_chart_pages_preload_plotly_and_the_runs_page_does_not(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def graph(tag: str) -> str:
     return f"[id='{json.dumps({'tag': tag, 'type': 'scalars-graph'}, separators=(',', ':'))}'] .js-plotly-plot"
 
 
-def wait_drawn(page: Page, tag: str, traces: int = 9) -> None:
+def wait_drawn(page: Page, tag: str, traces: int = 12) -> None:
     page.wait_for_function(f"() => {{ const gd = document.querySelector(`{graph(tag)}`);"
                            f" return gd && gd.data && gd.data.length === {traces} && gd.data[1].y.length > 0; }}")
 
@@ -73,7 +73,7 @@ def test_constant_series_is_drawn_flat_at_its_value(page: Page, scalars_logdir: 
     page.click("details[data-group='act'] > summary")
     tag = "act/features.1/dead_fraction"
     wait_drawn(page, tag)
-    smoothed = page.eval_on_selector(graph(tag), "gd => [0, 3, 6].flatMap(i => Array.from(gd.data[i + 1].y))")
+    smoothed = page.eval_on_selector(graph(tag), "gd => [0, 4, 8].flatMap(i => Array.from(gd.data[i + 1].y))")
     assert set(smoothed) == {DEAD}  # smoothing 0.6: TensorBoard's debiased EMA of a constant is that constant
     low, high = page.eval_on_selector(graph(tag), "gd => gd._fullLayout.yaxis.range")
     assert low < DEAD < high and (high - low) > 0.01 * DEAD  # the axis spans the value, not float noise
@@ -147,7 +147,7 @@ def test_changing_the_run_filter_draws_the_matching_runs_without_console_errors(
     page.fill("#scalars-run-filter", "^gamma$")
     page.press("#scalars-run-filter", "Enter")
     page.wait_for_function(f"() => {{ const gd = document.querySelector(`{graph('train/loss')}`);"
-                           " return gd && gd.data.length === 3 && gd.data[0].name === 'gamma'; }")
+                           " return gd && gd.data.length === 4 && gd.data[0].name === 'gamma'; }")
     page.fill("#scalars-run-filter", "nothing-matches")
     page.press("#scalars-run-filter", "Enter")
     chart_id = json.dumps({"tag": "train/loss", "type": "scalars-chart"}, separators=(",", ":"))
