@@ -20,12 +20,12 @@ def test_snapshots_while_another_thread_allocates(tmp_path):
 
     interval = sys.getswitchinterval()
     with SummaryWriter(tmp_path) as writer:
-        tracker = MemoryTracker(writer, stacks=True, history=50_000)  # the per-event path keeps a history
+        tracker = MemoryTracker(writer, stacks=True, history=10_000)  # the per-event path keeps a history
         thread = threading.Thread(target=churn)
         sys.setswitchinterval(1e-5)  # hand the GIL over often, also in the middle of the snapshot's loops
         thread.start()
         try:
-            while len(tracker._history) < 5_000:
+            while len(tracker._history) < 2_000:  # (a snapshot loops over 2-10k events: thousands of GIL handovers)
                 pass
             paths = [tracker.snapshot("manual") for _ in range(3)]
         finally:
