@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 LOGDIR ?= logs
 PORT ?= 6006
 
-.PHONY: demo test bench install install-test clean
+.PHONY: demo test test-dash-lowest bench install install-test clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,25 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(PY) -m pytest
 
+# The lowest dash pyproject.toml allows (read from its "dash>=X,<Y" line) and a venv that holds it over .venv: its own
+# site-packages get dash==X and the Flask/Werkzeug that X pins, everything else is .venv's, so the dev venv keeps the
+# dash pip resolves (the top of the range, tested by `make test`).
+DASH_LOWEST := $(shell sed -n 's/^ *"dash>=\([0-9.]*\),.*/\1/p' pyproject.toml)
+LOWEST_VENV := .venv-dash-lowest
+
+$(LOWEST_VENV)/.installed: pyproject.toml $(VENV)/.installed-test
+	rm -rf $(LOWEST_VENV)
+	$(PY) -m venv $(LOWEST_VENV)
+	$(PY) -c "import site; print('import site; site.addsitedir(%r)' % site.getsitepackages()[0])" \
+		> "$$($(LOWEST_VENV)/bin/python -c 'import site; print(site.getsitepackages()[0])')/zz_flowscope_venv.pth"
+	$(LOWEST_VENV)/bin/python -m pip install -q "dash==$(DASH_LOWEST)"
+	touch $@
+
+# The board's tests (every browser and API test) with the lowest dash.
+test-dash-lowest: $(LOWEST_VENV)/.installed
+	$(LOWEST_VENV)/bin/python -c "import dash; assert dash.__version__ == '$(DASH_LOWEST)', dash.__version__"
+	$(LOWEST_VENV)/bin/python -m pytest tests/board
+
 bench: $(VENV)/.installed-test
 	$(PY) bench/engine_step.py --threads 1
 	$(PY) bench/writer.py
@@ -38,4 +57,4 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/memory_overhead.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(LOWEST_VENV) .pytest_cache
