@@ -156,12 +156,15 @@ def _batches(data: Iterable[Any], what: str, mark_steps: bool = True) -> Any:
     iterator = iter(data)
     reports_waits = isinstance(iterator, DatasetIterator)  # the Dataset reports its own waits
     while True:
+        opened = mark_steps and not _hooks.step_is_open()
         if mark_steps:
             _hooks.mark_step_begin()
         start_ns = time.perf_counter_ns()
         try:
             batch = next(iterator)
         except StopIteration:
+            if opened:
+                _hooks.cancel_step_begin()  # the data is exhausted: no step begins here (as DatasetIterator does)
             return
         if mark_steps and not reports_waits:
             _hooks.report_data_wait(time.perf_counter_ns() - start_ns)

@@ -11,7 +11,11 @@ from board.data.alerts import RunAlert
 def _counts(stats: dict[str, Any]) -> str:
     shape = "×".join(str(size) for size in stats.get("shape", [])) or "scalar"
     return (f"{stats.get('dtype', '?')} [{shape}]: {stats.get('nan_count', 0)} NaN, {stats.get('posinf_count', 0)} +Inf, "
-            f"{stats.get('neginf_count', 0)} −Inf; finite min {stats.get('min')}, max {stats.get('max')}")
+            f"{stats.get('neginf_count', 0)} −Inf; finite min {_number(stats.get('min'))}, max {_number(stats.get('max'))}")
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
 
 
 def nonfinite_evidence(item: RunAlert) -> html.Div:

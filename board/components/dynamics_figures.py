@@ -15,6 +15,7 @@ from board.data.views import ScalarView
 LOG10_RANGE = (-6.0, 1.0)  # heatmap colour range of log10(update ratio); values beyond are clipped
 _LOW, _HIGH = (float(np.log10(v)) for v in HEALTHY_UPDATE_RATIO)
 ALERT_COLOR = "#d62728"
+LOSS_LOG_SPAN = 50.0  # a positive loss spanning more than this factor is drawn on a log axis (a spike hides the rest)
 MARKED_NAME = "alert"  # the name of the marker trace drawn at an alert's step (tests look for it)
 
 
@@ -114,6 +115,12 @@ def series_traces(name: str, x: np.ndarray, values: np.ndarray, color: str, hove
     return traces
 
 
+def _lowest(values: list[np.ndarray]) -> float | None:
+    """The lowest finite value drawn (where a marker for a step with no value sits: the chart's bottom)."""
+    finite = [float(np.min(v[np.isfinite(v)])) for v in values if np.isfinite(v).any()]
+    return min(finite) if finite else None
+
+
 def _value_at(x: np.ndarray, values: np.ndarray, step: int) -> float | None:
     found = np.flatnonzero(np.asarray(x) == step)
     if not len(found) or not np.isfinite(values[found[0]]):
@@ -140,6 +147,7 @@ def layer_lines(title: str, views: list[ScalarView], prefix: str, suffix: str = 
     and (``mark_subject``) a marker on the layer named by the mark's subject at its step."""
     data = []
     marked = None
+    drawn = [view.raw if not log_y else np.where(view.raw > 0, view.raw, np.nan) for view in views]
     for index, view in enumerate(views):
         name = view.tag[len(prefix):len(view.tag) - len(suffix)]
         values = view.raw if not log_y else np.where(view.raw > 0, view.raw, np.nan)
@@ -148,7 +156,7 @@ def layer_lines(title: str, views: list[ScalarView], prefix: str, suffix: str = 
                               max_adjacent_steps(view))
         if mark is not None and mark_subject and name == mark.subject:
             marked = alert_marker(mark.step, _value_at(view.x, values, mark.step), mark.kind, mark.subject,
-                                  y_range[0] if y_range else None)
+                                  y_range[0] if y_range else _lowest(drawn))
     if marked is not None:
         data.append(marked)
     yaxis: dict[str, Any] = {"type": "log" if log_y else "linear", "exponentformat": "power" if log_y else "none"}
@@ -170,5 +178,10 @@ def loss_figure(view: ScalarView | None, mark: StepMark | None = None, mark_loss
                                               "or pass the handle to engine.fit)", 200, mark, uirevision)}
     data = series_traces(view.tag, view.x, view.raw, PALETTE[0], "step %{x}: %{y:.4g}", max_adjacent_steps(view))
     if mark is not None and mark_loss:
-        data.append(alert_marker(mark.step, _value_at(view.x, view.raw, mark.step), mark.kind, mark.subject))
-    return {"data": data, "layout": _layout(f"{view.tag} (every step logged)", 300, mark, uirevision)}
+        data.append(alert_marker(mark.step, _value_at(view.x, view.raw, mark.step), mark.kind, mark.subject,
+                                 _lowest([view.raw])))
+    finite = view.raw[np.isfinite(view.raw)]
+    log_y = bool(len(finite)) and finite.min() > 0 and finite.max() / finite.min() > LOSS_LOG_SPAN
+    scale = " (log)" if log_y else ""
+    return {"data": data, "layout": _layout(f"{view.tag}{scale}", 300, mark, uirevision,
+                                            yaxis={"type": "log" if log_y else "linear"})}

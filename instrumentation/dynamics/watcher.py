@@ -548,9 +548,15 @@ class Watch:
         update ratios and activations need a step in progress: they end at the last sampled step. Not when closed
         inside a step (an exception): its gradients are not the step's yet."""
         step = hooks.current_step() - 1
-        if (self.paused or hooks.step_is_open() or step < 0 or step <= self._last_stats_step
-                or hooks.step_resets != self._resets):
+        if self.paused or hooks.step_is_open() or step < 0 or hooks.step_resets != self._resets:
             return
+        if step > self._last_stats_step:
+            self._close_scalars(step)
+        if self._histogram_pace is not None and self._last_histogram_step < step:
+            self._histograms(step)
+        self._scalars.flush()
+
+    def _close_scalars(self, step: int) -> None:
         import numpy as np  # NOTE: once, at close
 
         tags, values = [], []
@@ -570,6 +576,3 @@ class Watch:
         if tags:
             self._scalars.extend(tags, values, step)
         self._last_stats_step = step
-        if self._histogram_pace is not None and self._last_histogram_step != step:
-            self._histograms(step)
-        self._scalars.flush()

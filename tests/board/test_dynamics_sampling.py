@@ -73,3 +73,15 @@ def test_a_marked_alert_rings_its_subjects_value_and_hover_does_not_repeat_the_n
     assert marker["name"] == "alert" and marker["x"] == [48] and marker["y"] == [float(np.float32(3e-3))]
     assert any(shape["x0"] == 48 for shape in figure["layout"]["shapes"])
     assert all("w" not in trace.get("hovertemplate", "").split("<br>")[0] for trace in figure["data"][:-1])
+
+
+def test_an_alert_at_a_step_with_no_value_is_marked_at_the_charts_bottom(tmp_path):
+    from board.components.dynamics_figures import loss_figure
+    from board.data.views import scalar_view
+
+    write_scalars(tmp_path / "run", "train/loss", np.arange(10), np.linspace(2.0, 1.0, 10))
+    store = LogdirStore(tmp_path)
+    store.refresh()
+    view = scalar_view(store, SmoothingCache(), "run", "train/loss")
+    marker = loss_figure(view, StepMark(12, "nonfinite", "standardize"), mark_loss=True)["data"][-1]
+    assert marker["x"] == [12] and marker["y"] == [1.0] and marker["marker"]["symbol"] == "triangle-up"

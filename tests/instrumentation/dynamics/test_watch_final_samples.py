@@ -81,3 +81,18 @@ def test_the_step_after_an_alert_is_sampled(tmp_path):
     first = exploding[0].step
     assert first in measured and first + 1 in measured
     assert first - 1 not in measured or first < 32 + 32  # not sampled at every step anyway (the interval grew)
+
+
+def test_after_fits_sampled_last_step_close_still_writes_the_last_histograms(tmp_path):
+    engine.manual_seed(0)
+    model = mlp(16)
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path) as writer:
+        with watch(model, writer, every=1000, histograms_every=1000, memory=False, capture_requests=False) as handle:
+            engine.fit(model, F.cross_entropy, engine.optim.SGD(model.parameters(), lr=0.05), _data(5), epochs=2,
+                       callbacks=[handle], verbose=False)
+    histograms = {(value.tag, value.step) for path in tmp_path.glob("events.out.tfevents.*")
+                  for event in EventFileReader(path).read() for value in event.values
+                  if isinstance(value, HistogramValue)}
+    assert {step for tag, step in histograms if tag == "weight/0.weight"} == {0, 9}
+    assert sorted(read_scalars(tmp_path)["update_ratio/0.weight"]) == [0, 9]
