@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-MIN_STRETCH = 3  # points at equal spacing that make a sampling interval worth naming
+MAX_LISTED = 4  # a series this short with no interval has its steps listed
 
 
 def unmeasured_before(steps: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -26,15 +26,16 @@ def is_thinned(steps: np.ndarray) -> bool:
 
 def sampling_note(steps: np.ndarray) -> str | None:
     """None for a series measured at every step from its first to its last; else its latest sampling interval,
-    "every 16 steps from step 32" (", last at step 171" when a later point is off that interval), or the number of
-    points when no interval holds for MIN_STRETCH points."""
+    "every 16 steps from step 32" (", last at step 171" when a later point is off that interval); when no three
+    points in a row are equally spaced, its steps ("at steps 45, 90") or, past MAX_LISTED, how many points."""
     steps = np.asarray(steps, np.int64)
     if not is_thinned(steps):
         return None
     spacing = np.diff(steps)
     regular = np.flatnonzero(spacing[1:] == spacing[:-1])  # points j, j+1, j+2 equally spaced
     if not len(regular):
-        return f"{len(steps)} points at irregular steps"
+        listed = ", ".join(str(step) for step in steps[:MAX_LISTED].tolist())
+        return f"at steps {listed}" if len(steps) <= MAX_LISTED else f"{len(steps)} points at irregular steps"
     last = int(regular[-1])
     every = int(spacing[last])
     off = np.flatnonzero(spacing[:last + 1] != every)

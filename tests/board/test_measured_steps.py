@@ -30,7 +30,8 @@ def test_the_sampling_is_said_in_words() -> None:
     assert sampling_note(np.arange(50)) is None and not is_thinned(np.arange(50))
     assert sampling_note(THINNED) == "every 16 steps from step 48, last at step 171"
     assert sampling_note(np.arange(0, 1000, 100)) == "every 100 steps from step 0"
-    assert sampling_note(np.array([0, 5, 9, 30])) == "4 points at irregular steps"
+    assert sampling_note(np.array([45, 90])) == "at steps 45, 90"
+    assert sampling_note(np.array([0, 5, 9, 30, 31])) == "5 points at irregular steps"
 
 
 def _view(tmp_path: Path, steps: np.ndarray, smoothing: float = 0.0):
