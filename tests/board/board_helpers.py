@@ -53,6 +53,14 @@ def watch_console(page: Page) -> list[str]:
     return errors
 
 
+def open_page_at(page: Page, url: str, timeout_ms: int = 60_000) -> list[str]:
+    """Open `url` with every wait bounded by `timeout_ms`; returns its console errors, collected from before loading."""
+    errors = watch_console(page)
+    page.set_default_timeout(timeout_ms)
+    page.goto(url)
+    return errors
+
+
 def client_for(logdir: Path, token: str | None = None) -> FlaskClient:
     """A test client of a board on `logdir` (no cache) whose store has read the directory once."""
     from board.app import create_app

@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from board_helpers import watch_console
+from board_helpers import open_page_at
 from instrumentation import SummaryWriter
 from instrumentation.format.alerts import Alert, AlertWriter
 from instrumentation.format.tags import CPU_PERCENT, RSS_BYTES, system_tag
 
 pytestmark = pytest.mark.browser
-TIMEOUT_MS = 60_000
 FIRST_STEPS = 120  # written before the page opens
 LATER_STEPS = range(FIRST_STEPS, FIRST_STEPS + 40)  # written while it is open
 
@@ -40,9 +39,7 @@ def test_scalars_appends_points_written_while_the_page_is_open(page: Page, tmp_p
             for step in range(FIRST_STEPS):
                 writer.add_scalar("train/loss", _loss(step) + offset, step, walltime=1.7e9 + step)
     board = serve_board(logdir)
-    errors = watch_console(page)
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(board.url + "/scalars")
+    errors = open_page_at(page, board.url + "/scalars")
     graph = _scalars_graph("train/loss")
     page.wait_for_function(f"() => {{ const gd = document.querySelector(`{graph}`);"
                            f" return gd && gd.data && gd.data.length === 8 && gd.data[0].x.length === {FIRST_STEPS}; }}")
@@ -74,9 +71,7 @@ def test_alerts_lists_an_alert_written_while_the_page_is_open(page: Page, tmp_pa
     alerts.write(Alert(kind="exploding_gradient", severity="warning", subject="fc.weight",
                        message="first alert: gradient norm 1e4", step=3))
     board = serve_board(logdir)
-    errors = watch_console(page)
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(board.url + "/alerts")
+    errors = open_page_at(page, board.url + "/alerts")
     expect(page.locator("#alerts-table tbody tr")).to_have_count(1)
     alerts.write(Alert(kind="loss_spike", severity="error", subject="loss", message="second alert: loss x40", step=9))
     expect(page.locator("#alerts-table tbody tr")).to_have_count(2)
@@ -94,9 +89,7 @@ def test_system_fills_in_and_appends_samples_written_while_the_page_is_open(page
     with SummaryWriter(logdir / "run") as writer:
         writer.add_scalar("loss", 1.0, 0)  # a run, not sampling yet
     board = serve_board(logdir)
-    errors = watch_console(page)
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(board.url + "/system")
+    errors = open_page_at(page, board.url + "/system")
     expect(page.locator("#empty-system")).to_be_visible()
     with SummaryWriter(logdir / "run") as writer:
         for step in range(FIRST_STEPS):

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page
 
-from board_helpers import watch_console
+from board_helpers import open_page_at
 from instrumentation import SummaryWriter
 
 pytestmark = pytest.mark.browser
-TIMEOUT_MS = 60_000
 RUNS = ["baseline", "lr-explodes", "dead-relu", "vanishing", "logits-leak", "oom", "input-bound", "ddp/rank0",
         "ddp/rank1", "nan-origin", "straggler/rank0", "straggler/rank1", "torch-cnn"]  # 11 groups: one past the palette
 THINNED = [*range(32), *range(48, 161, 16), 171]
@@ -49,9 +48,7 @@ def _styles(page: Page) -> dict[str, list[str]]:
 def test_runs_shown_together_never_share_a_style_and_keep_it_on_every_page(page: Page, demo_like_logdir: Path,
                                                                          serve_board) -> None:
     board = serve_board(demo_like_logdir)
-    errors = watch_console(page)
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(board.url + "/scalars")
+    errors = open_page_at(page, board.url + "/scalars")
     styles = _styles(page)
     assert sorted(styles) == sorted(RUNS)
     assert len({tuple(style) for style in styles.values()}) == len(RUNS)
@@ -75,9 +72,7 @@ def test_runs_shown_together_never_share_a_style_and_keep_it_on_every_page(page:
 def test_a_thinned_series_shows_markers_and_no_line_across_unmeasured_steps(page: Page, demo_like_logdir: Path,
                                                                             serve_board) -> None:
     board = serve_board(demo_like_logdir)
-    errors = watch_console(page)
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(board.url + "/scalars")
+    errors = open_page_at(page, board.url + "/scalars")
     graph = _graph("update/ratio")
     page.wait_for_function(f"() => {{ const gd = document.querySelector(`{graph}`);"
                            " return gd && gd.data && gd.data.length === 4 && gd.data[1].x.length > 0; }")
