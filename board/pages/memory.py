@@ -85,6 +85,7 @@ def _content(run: str | None, snapshot: str | None, step: str | None) -> list[An
         _snapshot_section(run, snapshot),
         dcc.Store(id="memory-run", data=run),
         dcc.Store(id="memory-focus", data={"snapshot": snapshot, "step": focus_step}),
+        dcc.Store(id="memory-seen", data=_seen(store, run)),
         dcc.Interval(id="memory-poll", interval=context.config.browser_poll_ms),
     ]
 
@@ -119,6 +120,11 @@ def _alerts_section(run: str, alerts: list[Alert]) -> html.Div:
         html.Summary(f"memory alerts ({len(alerts)})"), *(items or [html.Div("none", className="fs-note")])])
 
 
+def _seen(store: LogdirStore, run: str) -> list[int]:
+    """How many snapshots and memory alerts the run has (the page redraws its lists when this changes)."""
+    return [len(snapshot_headers(store, run)), len(memory_alerts(store, run))]
+
+
 def _phase(phase: str) -> str:
     """A snapshot's phase in words for the list and its title ("" when unknown)."""
     return PHASE_WORDS.get(phase, "")
@@ -131,19 +137,25 @@ def _leak_group(g: dict[str, Any]) -> str:
             f"{g[names.SITE]}")
 
 
-def _snapshot_section(run: str, capture_id: str | None) -> html.Div:
-    store = board_context().store
+def _snapshot_items(store: LogdirStore, run: str) -> list[html.Li]:
+    """The run's snapshots, oldest first: id (a link), reason, step, device, allocated bytes and phase."""
     files = snapshot_headers(store, run)
     highest = highest_peaks([header for _, header in files])
-    listing = html.Ul(id="memory-snapshots", children=[
+    return [
         html.Li([dcc.Link(f.capture_id, href=href(run, f.capture_id), className="memory-snapshot-link"),
                  html.Span("" if header is None else f" · {header.reason}"
                            f"{' (highest)' if header is highest.get(header.device) else ''} · step {header.step} · "
                            f"{header.device} {format_bytes(header.allocated_bytes)} allocated"
                            + (f" · {_phase(header.phase)}" if _phase(header.phase) else ""), className="fs-note")],
                 id={"type": "memory-snapshot-item", "index": f.capture_id})
-        for f, header in files])
-    children: list[Any] = [html.Summary(f"snapshots ({len(files)})"), listing]
+        for f, header in files]
+
+
+def _snapshot_section(run: str, capture_id: str | None) -> html.Div:
+    store = board_context().store
+    items = _snapshot_items(store, run)
+    children: list[Any] = [html.Summary(f"snapshots ({len(items)})", id="memory-snapshot-count"),
+                           html.Ul(id="memory-snapshots", children=items)]
     if capture_id:
         try:
             found = _SNAPSHOTS.load(store, run, capture_id)
@@ -173,6 +185,21 @@ def register_callbacks(app: Dash) -> None:
             return no_update
         focus = focus if isinstance(focus, dict) else {}
         return _figure(store, run, graph_id["device"], focus.get("snapshot"), _step(focus.get("step")))
+
+    @app.callback(Output("memory-snapshots", "children"), Output("memory-snapshot-count", "children"),
+                  Output("memory-alerts", "children"), Output("memory-seen", "data"),
+                  Input("memory-poll", "n_intervals"), State("memory-run", "data"), State("memory-seen", "data"),
+                  prevent_initial_call=True)
+    def _listings(_ticks: int, run: str, seen: Any):
+        """The snapshot list and the alerts again when the run has new ones (a live run)."""
+        store = board_context().store
+        if run not in memory_runs(store):
+            return no_update, no_update, no_update, no_update
+        now = _seen(store, run)
+        if now == seen:
+            return no_update, no_update, no_update, no_update
+        items = _snapshot_items(store, run)
+        return (items, f"snapshots ({len(items)})", _alerts_section(run, memory_alerts(store, run)).children, now)
 
     @app.callback(Output("memory-sampling", "children"), Input("memory-poll", "n_intervals"),
                   State("memory-run", "data"), prevent_initial_call=True)

@@ -59,8 +59,14 @@ def test_the_memory_page_draws_steps_appended_while_it_is_open(page: Page, tmp_p
     errors = watch_console(page)
     page.goto(board.url + "/memory?run=live")
     _wait_last_x(page, TIMELINE, "peak", 9)
+    listed = page.locator("#memory-snapshots li").count()
+    expect(page.locator("#memory-snapshot-count")).to_have_text(f"snapshots ({listed})")
     _track(logdir / "live", 10, 10)  # a second event file of the same run, as a resumed run writes
     _wait_last_x(page, TIMELINE, "peak", 19)
+    on_disk = len(list((logdir / "live" / "plugins" / "memory").glob("*.snapshot.json.gz")))
+    assert on_disk > listed  # the second tracker wrote its own peak snapshot: the list follows
+    expect(page.locator("#memory-snapshot-count")).to_have_text(f"snapshots ({on_disk})")
+    expect(page.locator("#memory-snapshots li")).to_have_count(on_disk)
     assert page.eval_on_selector(TIMELINE, "gd => Array.from(gd.data.find(t => t.name === 'allocated').x).length") == 20
     assert not errors
 
