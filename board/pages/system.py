@@ -90,13 +90,13 @@ def register_callbacks(app: Dash) -> None:
                   Output("system-run", "options"), Output("system-run", "value"), Input("system-run", "value"),
                   Input("system-x-axis", "value"), Input("system-poll", "n_intervals"), State("system-version", "data"),
                   State("system-run", "options"), prevent_initial_call=True)
-    def _update(run: str | None, x_axis: str, _ticks: int, shown: list | None, options: list | None):
+    def _update(selected: str | None, x_axis: str, _ticks: int, shown: list | None, options: list | None):
         """Redraw when the run's series changed (or the run or axis did); list runs that started sampling since."""
         runs = system_runs(board_context().store)
-        if run not in runs:
-            run = runs[0] if runs else None
+        run = selected if selected in runs else (runs[0] if runs else None)
         new_options = runs if runs != options else no_update
+        new_value = run if run != selected else no_update
         version = _version(run, x_axis)
         if version == shown:
-            return no_update, no_update, new_options, no_update  # nothing new: keep the charts (and the zoom)
-        return _charts(run, x_axis), version, new_options, run
+            return no_update, no_update, new_options, new_value  # nothing new: keep the charts (and the zoom)
+        return _charts(run, x_axis), version, new_options, new_value
