@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import types
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,13 +21,14 @@ import numpy as np
 import pytest
 
 import engine
-from engine import hooks
+from engine import hooks, memory_recording
 from engine.nn import functional as F
 from instrumentation import SummaryWriter, watch
 from instrumentation.budget import WARMUP_STEPS
 from instrumentation.dynamics import watcher as watcher_module
 from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
 from instrumentation.memory import MemoryTracker
+from instrumentation.memory import tracker as memory_tracker
 from instrumentation.profiler import OnDemandCapture
 
 from dynamics_helpers import mlp, read_scalars
@@ -167,6 +169,7 @@ def train_loop(digits: Any, logdir: Path, steps: int, *, busy_cpu_s: float = 0.0
 
 def tiny_step_share(digits: Any, logdir: Path, **options: Any) -> tuple[Any, float]:
     with pytest.MonkeyPatch.context() as patch:
+        observers_on_the_cpu_clock(patch)
         clock = HookClock(patch)
         handle, _ = train_loop(digits, logdir, 3300, clock=clock, measure_from=300, **options)
     return handle, clock.share()
@@ -193,15 +196,26 @@ def test_on_a_tiny_step_with_the_memory_tracker_the_share_stays_within_the_budge
     assert share <= BUDGET, f"watch() and its memory tracker took {share:.1%} of a tiny step"
 
 
+def observers_on_the_cpu_clock(patch: pytest.MonkeyPatch) -> None:
+    """Every clock a pacer reads becomes the training thread's CPU clock: watch()'s costs (it times its work on the
+    wall clock and its steps on the CPU clock: a loaded machine's waits are not step time, a cost is never
+    under-estimated), and the engine's step-end times with the memory tracker's costs (its steps and costs on the wall
+    clock). A test of which interval a pacer picks, or of the CPU share it then takes, reads its own spans on that
+    clock too: on a machine at load 12-15 a run of ~1 ms holds someone else's time slice now and then and the
+    wall-clock intervals followed the load (the 20 ms step's `every <= 4` failed in 3 of 4 runs; 3-4 at load 15,
+    2-3 on the CPU clock; the tracker, seeing longer wall-clock steps, logged more often and took over 5 % of the
+    CPU). The pacers are the same; only what they are given no longer depends on the load (what watch() costs with
+    the shipped clocks is bench/watch_overhead.py's figure)."""
+    patch.setattr(watcher_module, "_now_ns", time.thread_time_ns)
+    patch.setattr(hooks, "_now", time.thread_time_ns)
+    patch.setattr(memory_recording, "_now", time.thread_time_ns)
+    clocks = {name: getattr(time, name) for name in dir(time) if not name.startswith("_")}
+    patch.setattr(memory_tracker, "time", types.SimpleNamespace(**{**clocks, "perf_counter_ns": time.thread_time_ns}))
+
+
 @pytest.fixture()
 def costs_on_the_cpu_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """watch() times its work on the wall clock and its steps on the thread's CPU clock (a loaded machine's waits are
-    not step time; a cost is never under-estimated). A test of which interval the pacer picks reads both on the CPU
-    clock: on a machine at load 12-15 a run of ~1 ms holds someone else's time slice now and then, and the wall-clock
-    interval followed the load (the 20 ms step's `every <= 4` failed in 3 of 4 runs; 3-4 at load 15, 2-3 on the CPU
-    clock). The pacer is the same; only what it is given no longer depends on the load (what watch() costs with the
-    shipped clocks is bench/watch_overhead.py's figure)."""
-    monkeypatch.setattr(watcher_module, "_now_ns", time.thread_time_ns)
+    observers_on_the_cpu_clock(monkeypatch)
 
 
 def test_on_a_20_ms_step_one_step_in_four_or_more_is_observed_within_the_budget(digits, tmp_path, monkeypatch,
