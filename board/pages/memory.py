@@ -23,8 +23,13 @@ dash.register_page(__name__, path="/memory", name="Memory", order=5, title="flow
 _SNAPSHOTS = SnapshotCache()
 
 
-EMPTY = ("No memory data yet. Track a run's allocator: `tracker = instrumentation.MemoryTracker(writer)` (watch(model, "
-         "writer) starts one) logs mem/<device>/* scalars each step, snapshots at peaks, OOM reports and leak alerts.")
+def _empty() -> html.Div:
+    """What to log to fill the page, with the line of code."""
+    return html.Div([
+        html.Div("No memory data yet. Track a run's allocator:"),
+        html.Code("tracker = instrumentation.MemoryTracker(writer)  # or watch(model, writer), which starts one"),
+        html.Div("It logs mem/<device>/* scalars each step, snapshots at peaks, OOM reports and leak alerts "
+                 "(see docs/memory.md).")], className="fs-empty", id="empty-memory")
 
 
 def href(run: str, snapshot: str | None = None, step: int | None = None) -> str:
@@ -67,7 +72,7 @@ def _content(run: str | None, snapshot: str | None, step: str | None) -> list[An
     store = context.store
     runs = memory_runs(store)
     if not runs:
-        note = empty_state(store, "memory") or html.Div(EMPTY, className="fs-empty", id="empty-memory")
+        note = empty_state(store, "memory") or _empty()
         return [html.H2("Memory"), note, dcc.Interval(id="memory-empty-poll", interval=context.config.browser_poll_ms)]
     run = run if run in runs else runs[0]
     focus_step = _step(step)
