@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from board.data.downsample import DEFAULT_POINTS, envelope_indices
+from board.data.measured import unmeasured_before
 from board.data.store import LogdirStore, UnknownSeries
 from instrumentation.format import tags as tag_names
 from instrumentation.format.alert_names import DEVICE, MEMORY_KINDS, SNAPSHOT, STEPS
@@ -139,14 +140,6 @@ def sampling(store: LogdirStore, run: str, steps: np.ndarray) -> Sampling | None
     return Sampling(((min(first_gap, intervals[0][0]), intervals[0][1]), *intervals[1:]))
 
 
-def _unmeasured_before(steps: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """For each kept point: whether some step between it and the previous kept point was not logged (a gap in the
-    logged steps, not one made by display downsampling)."""
-    gaps = np.concatenate([[0], np.cumsum(np.diff(np.asarray(steps, dtype=np.int64)) > 1)])
-    kept = gaps[keep]
-    return np.concatenate([[False], kept[1:] != kept[:-1]]) if len(kept) else np.zeros(0, dtype=bool)
-
-
 def _limit(store: LogdirStore, run: str, device: str) -> tuple[np.ndarray | None, np.ndarray | None]:
     try:
         columns, _ = store.scalars(run, tag_names.memory_tag(device, tag_names.LIMIT_BYTES))
@@ -165,7 +158,7 @@ def timeline(store: LogdirStore, run: str, device: str, points: int = DEFAULT_PO
     keep = np.asarray(keep)
     steps = peak_columns.steps[keep]
     thinned = sampling(store, run, peak_columns.steps)
-    unmeasured = _unmeasured_before(peak_columns.steps, keep) if thinned is not None else None
+    unmeasured = unmeasured_before(peak_columns.steps, keep) if thinned is not None else None
     limit_steps, limit = _limit(store, run, device)
     tags = set(store.scalar_tags(run))
     band_tags = {c: tag for c in CATEGORIES if (tag := tag_names.category_tag(device, c)) in tags}
