@@ -66,6 +66,7 @@ def layout(run: str | None = None, step: str | None = None, kind: str = "", subj
         html.H3("Alerts of this run"),
         html.Div(id="dynamics-alerts"),
         dcc.Store(id="dynamics-alerts-shown"),
+        dcc.Store(id="dynamics-drawn"),
         dcc.Interval(id="dynamics-poll", interval=context.config.browser_poll_ms),
     ])
 
@@ -123,15 +124,21 @@ def register_callbacks(app: Dash) -> None:
     @app.callback(*[Output(f"dynamics-{name}", "figure") for name in GRAPHS], Output("dynamics-step-label", "children"),
                   Output("dynamics-step-alert", "children"), Output("dynamics-charts", "style"),
                   Output("dynamics-sampling", "children"),
-                  Output("dynamics-evidence-box", "children"),
-                  Input("dynamics-run", "value"), Input("dynamics-step", "data"), Input("dynamics-poll", "n_intervals"))
-    def _figures(run: str | None, marked: dict | None, _ticks: int | None):
+                  Output("dynamics-evidence-box", "children"), Output("dynamics-drawn", "data"),
+                  Input("dynamics-run", "value"), Input("dynamics-step", "data"), Input("dynamics-poll", "n_intervals"),
+                  State("dynamics-drawn", "data"))
+    def _figures(run: str | None, marked: dict | None, _ticks: int | None, drawn: list | None):
+        store = board_context().store
+        alerts = len(alert_index(store).alerts(AlertFilter(runs=(run,)))) if run else 0  # the evidence box reads them
+        now = [run, marked, store.generation, alerts]
+        if now == drawn:  # a poll while nothing was read: no redraw
+            return (no_update,) * (len(GRAPHS) + 6)
         mark = StepMark(int(marked["step"]), marked.get("kind", ""), marked.get("subject", "")) if marked else None
         label = f"selected step: {mark.step}" if mark is not None else "click an alert's step to mark it on the charts"
         alert = " · ".join(part for part in (mark.kind, mark.subject) if part) if mark is not None else ""
-        sampling = sampling_text(measured_steps(board_context().store, run)) + \
+        sampling = sampling_text(measured_steps(store, run)) + \
             " — markers are the measured steps; a faint dotted line crosses steps not measured" if run else ""
-        return *figures(run, mark), label, alert, _charts_style(run), sampling, _evidence(run, mark)
+        return *figures(run, mark), label, alert, _charts_style(run), sampling, _evidence(run, mark), now
 
     @app.callback(Output("dynamics-alerts", "children"), Output("dynamics-run", "options"),
                   Output("dynamics-alerts-shown", "data"),
