@@ -50,8 +50,9 @@ def breakdown_figure(breakdown: StepBreakdown, title: str = "step time", marked_
 
 
 def memory_figure(curve: MemoryCurve, title: str = "memory allocated") -> go.Figure:
-    """Allocated bytes after each memory event (a step function: the value holds until the next event), markers
-    at the events, the steps shaded in turn; nothing is drawn before the first event or after the last."""
+    """Allocated bytes at each memory sample, the steps shaded in turn; nothing before the first sample or after the
+    last. With a sample per allocation and free (torch's [memory] events) a step line (the value holds until the
+    next event); with sampled counters, markers joined by a faint dotted line (between samples nothing was measured)."""
     figure = go.Figure()
     for i, (start, end, step) in enumerate(zip(curve.step_start_ms.tolist(), curve.step_end_ms.tolist(),
                                                curve.steps.tolist())):
@@ -59,9 +60,11 @@ def memory_figure(curve: MemoryCurve, title: str = "memory allocated") -> go.Fig
                          layer="below", annotation_text=f"step {step}", annotation_position="top left",
                          annotation_font={"size": 10, "color": "#666"})
     hover = [format_bytes(int(b)) for b in curve.allocated_bytes.tolist()]
-    figure.add_scatter(x=curve.time_ms.tolist(), y=curve.allocated_bytes.tolist(), mode="lines+markers",
-                       line={"shape": "hv", "color": "#4e79a7", "width": 1.5}, marker={"size": 3},
-                       name="allocated", customdata=hover,
+    line = {"shape": "hv", "color": "#4e79a7", "width": 1.5} if curve.every_change else \
+        {"color": "rgba(78,121,167,0.35)", "width": 1, "dash": "dot"}
+    figure.add_scatter(x=curve.time_ms.tolist(), y=curve.allocated_bytes.tolist(), mode="lines+markers", line=line,
+                       marker={"size": 3 if curve.every_change else 6, "color": "#4e79a7"}, name="allocated",
+                       customdata=hover,
                        hovertemplate="%{x:.3f} ms<br>allocated %{customdata}<extra></extra>")
     figure.update_layout(title=title, xaxis_title="ms from the capture's start", yaxis_title="bytes allocated",
                          height=300, showlegend=False, **_LAYOUT)

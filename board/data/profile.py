@@ -172,6 +172,7 @@ class MemoryCurve:
     step_start_ms: np.ndarray
     step_end_ms: np.ndarray
     steps: np.ndarray
+    every_change: bool  # one sample per allocation and free (torch): the value holds until the next sample
 
     def __len__(self) -> int:
         return len(self.time_ms)
@@ -185,4 +186,5 @@ def memory_curve(columns: TraceColumns) -> MemoryCurve:
     origin = min((float(a.min()) for a in starts if len(a)), default=0.0)
     return MemoryCurve((columns.memory_ts_us - origin) / 1e3, columns.memory_bytes.copy(),
                        (spans.ts_us[step_rows] - origin) / 1e3,
-                       (spans.ts_us[step_rows] + spans.dur_us[step_rows] - origin) / 1e3, spans.step[step_rows].copy())
+                       (spans.ts_us[step_rows] + spans.dur_us[step_rows] - origin) / 1e3, spans.step[step_rows].copy(),
+                       columns.source == "torch")

@@ -58,9 +58,26 @@ def layout(**_query: str) -> html.Div:
     captures = [{"label": c.label, "value": c.key} for c in find_captures(context.store.logdir).values()]
     return html.Div([
         html.H2("Graph"),
-        empty_state(context.store, "graph") or html.Div(
-            "" if runs else "No graph in any run yet: engine.function writes plugins/graph/, add_graph a GraphDef.",
-            className="fs-muted", id="graph-none"),
+        empty_state(context.store, "graph") or html.Div(),
+        html.Div(id="graph-none", className="fs-empty", style=_shown(not runs), children=[
+            html.P("No graph in any run yet. Train under engine.function and its traced graphs are written to the run:"),
+            html.Pre(html.Code("train_step = engine.function(train_step, logdir=writer.log_dir)  "
+                               "# plugins/graph/train_step.<n>.<stage>.json")),
+            html.P(["or, from PyTorch, ", html.Code("writer.add_graph(model, example_input)"),
+                    " (a TensorBoard GraphDef)."]),
+        ]),
+        html.Div(id="graph-views", style=_shown(bool(runs)), children=_views(runs, captures)),
+        dcc.Interval(id="graph-poll", interval=context.config.browser_poll_ms),
+    ])
+
+
+def _shown(visible: bool) -> dict:
+    return {} if visible else {"display": "none"}
+
+
+def _views(runs: list[str], captures: list[dict]) -> list:
+    """Everything the page draws once a run has a graph."""
+    return [
         html.Div(className="fs-controls", children=[
             html.Label("run", htmlFor="graph-run"),
             dcc.Dropdown(id="graph-run", options=runs, value=runs[0] if runs else None, clearable=False,
@@ -105,18 +122,18 @@ def layout(**_query: str) -> html.Div:
             {"id": "eager_bytes", "name": "eager bytes/step", "type": "numeric"},
             {"id": "traced_bytes", "name": "traced bytes/step", "type": "numeric"}], data=[], sort_action="native",
             page_size=25, style_cell={"fontFamily": "system-ui, sans-serif", "fontSize": 13, "padding": "4px 8px"}),
-        dcc.Interval(id="graph-poll", interval=context.config.browser_poll_ms),
-    ])
+    ]
 
 
 def register_callbacks(app: Dash) -> None:
-    @app.callback(Output("graph-run", "options"), Output("graph-run", "value"), Input("graph-poll", "n_intervals"),
-                  State("graph-run", "options"), State("graph-run", "value"), prevent_initial_call=True)
-    def _runs(_ticks: int, current: list[str], value: str | None):
+    @app.callback(Output("graph-run", "options"), Output("graph-run", "value"), Output("graph-none", "style"),
+                  Output("graph-views", "style"), Input("graph-poll", "n_intervals"), State("graph-run", "options"),
+                  State("graph-run", "value"), prevent_initial_call=True)
+    def _runs(_ticks: int, current: list[str] | None, value: str | None):
         runs = _run_options()
         if runs == current:
-            return no_update, no_update
-        return runs, value if value in runs else (runs[0] if runs else None)
+            return no_update, no_update, no_update, no_update
+        return runs, value if value in runs else (runs[0] if runs else None), _shown(not runs), _shown(bool(runs))
 
     @app.callback(Output("graph-name", "options"), Output("graph-name", "value"), Input("graph-run", "value"),
                   Input("graph-poll", "n_intervals"), State("graph-name", "options"), State("graph-name", "value"))

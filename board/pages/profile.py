@@ -64,6 +64,7 @@ def layout(run: str | None = None, step: str | None = None, first: str | None = 
     # the run to capture is the shown capture's run, so that the two defaults name the same run
     request_run = default.run if default is not None and default.run in runs else (runs[0] if runs else None)
     marked = {"step": _int(step), "first": _int(first), "last": _int(last), "kind": kind or "", "run": run or ""}
+    paced = overhead_runs(context.store)
     return html.Div([
         html.H2("Profile"),
         dcc.Store(id="profile-mark", data=marked if marked["step"] is not None else None),
@@ -120,15 +121,19 @@ def layout(run: str | None = None, step: str | None = None, first: str | None = 
             dcc.Graph(id="profile-timeline", config={"displaylogo": False}),
         ]),
         html.H3("Instrumentation"),
-        html.Div(className="fs-controls", children=[
-            html.Label("run", htmlFor="profile-overhead-run"),
-            dcc.Dropdown(id="profile-overhead-run", options=overhead_runs(context.store), clearable=False,
-                         placeholder="no run with paced observers yet", style={"minWidth": "16em"}),
-            html.Span("each observer's own measured cost per step and the interval its overhead budget chose "
-                      "(perf/instrumentation_ms|instrumentation_share|interval/<observer>)", className="fs-muted"),
+        html.P(id="profile-overhead-none", className="fs-muted", style=_shown(not paced), children=[
+            "No run with paced observers: ", html.Code("watch(model, writer)"), " writes each observer's own cost "
+            "and the interval its overhead budget chose (perf/instrumentation_ms, perf/interval/<observer>)."]),
+        html.Div(id="profile-overhead-panel", style=_shown(bool(paced)), children=[
+            html.Div(className="fs-controls", children=[
+                html.Label("run", htmlFor="profile-overhead-run"),
+                dcc.Dropdown(id="profile-overhead-run", options=paced, clearable=False, style={"minWidth": "16em"}),
+                html.Span("each observer's own measured cost per step and the interval its overhead budget chose "
+                          "(perf/instrumentation_ms|instrumentation_share|interval/<observer>)", className="fs-muted"),
+            ]),
+            dcc.Graph(id="profile-overhead", config={"displaylogo": False}),
+            overhead_table("profile-overhead-table", []),
         ]),
-        dcc.Graph(id="profile-overhead", config={"displaylogo": False}),
-        overhead_table("profile-overhead-table", []),
         dcc.Interval(id="profile-poll", interval=context.config.browser_poll_ms),
     ])
 
@@ -206,16 +211,18 @@ def register_callbacks(app: Dash) -> None:
                 [{"label": str(s), "value": s} for s in steps], first, note)
 
     @app.callback(Output("profile-overhead-run", "options"), Output("profile-overhead-run", "value"),
+                  Output("profile-overhead-none", "style"), Output("profile-overhead-panel", "style"),
                   Input("profile-poll", "n_intervals"), Input("profile-capture", "value"),
                   State("profile-overhead-run", "options"), State("profile-overhead-run", "value"))
     def _overhead_runs(_ticks: int | None, key: str | None, current: list | None, value: str | None):
         runs = overhead_runs(board_context().store)
+        styles = (_shown(not runs), _shown(bool(runs))) if runs != current else (no_update, no_update)
         capture = _captures().get(key or "") if dash.ctx.triggered_id == "profile-capture" else None
         if capture is not None and capture.run in runs:  # the selected capture's run, when it has a breakdown
-            return (runs if runs != current else no_update), capture.run
+            return (runs if runs != current else no_update), capture.run, *styles
         if runs == current and value in runs:
-            return no_update, no_update
-        return runs, value if value in runs else (runs[0] if runs else None)
+            return no_update, no_update, no_update, no_update
+        return runs, value if value in runs else (runs[0] if runs else None), *styles
 
     @app.callback(Output("profile-overhead", "figure"), Output("profile-overhead-table", "data"),
                   Input("profile-overhead-run", "value"), Input("profile-poll", "n_intervals"))
@@ -262,43 +269,51 @@ def register_callbacks(app: Dash) -> None:
         return dcc.send_bytes(data, filename=f"{run}_{capture.capture_id}_{capture.path.name}"
                               if capture.source == "flowscope" else capture.path.name)
 
-    @app.callback(Output("profile-capture-status", "children"), Output("profile-request-id", "data"),
-                  Input("profile-capture-button", "n_clicks"), Input("profile-poll", "n_intervals"),
+    @app.callback(Output("profile-request-id", "data"), Input("profile-capture-button", "n_clicks"),
                   State("profile-request-run", "value"), State("profile-request-steps", "value"),
-                  State("profile-request-id", "data"), prevent_initial_call=True)
-    def _capture(clicks: int | None, _ticks: int | None, run: str | None, steps: int | None, asked: dict | None):
-        """Says something only after an action: the outcome of pressing Capture here, then (polled) where that request
+                  prevent_initial_call=True)
+    def _request(clicks: int | None, run: str | None, steps: int | None):
+        """Capture pressed: ask the run's training process; what was asked (or why not) is what the status says."""
+        context = board_context()
+        if not clicks or not context.config.allows_capture_requests:
+            return no_update
+        run_dirs = _run_dirs()
+        if run is None or run not in run_dirs:
+            return {"run": run, "message": "no run to capture: choose a run that writes event files"}
+        try:
+            request = request_capture(run_dirs, run, int(steps or 0), context.config.allows_capture_requests,
+                                      context.store.logdir)
+        except NotListening as error:  # nothing was written: there is no request to follow
+            return {"run": run, "message": f"cannot capture {error}"}
+        except (ValueError, KeyError, OSError, CaptureRequestsDisabled) as error:
+            return {"run": run, "message": f"capture request failed: {error}"}
+        return {"run": run, "request_id": request.request_id,
+                "message": f"requested {request.steps} steps of {run}; waiting for the training process…"}
+
+    @app.callback(Output("profile-capture-status", "children"), Input("profile-request-id", "data"),
+                  Input("profile-poll", "n_intervals"), State("profile-request-run", "value"), prevent_initial_call=True)
+    def _capture_status(asked: dict | None, _ticks: int | None, run: str | None):
+        """Says something only after an action: what pressing Capture here did, then (polled) where that request
         stands; or a request of the chosen run that is pending or running (made by another page or board)."""
         context = board_context()
-        pressed = dash.ctx.triggered_id == "profile-capture-button" and clicks
         if not context.config.allows_capture_requests:
-            return no_update, no_update  # the layout says so
+            return no_update  # the layout says so
+        said = (asked or {}).get("message", no_update)  # NOTE: a pure function of the inputs: a poll that
+        # supersedes the answer to a press (Dash drops the older response) says the same
         run_dirs = _run_dirs()
-        if pressed:
-            if run is None or run not in run_dirs:
-                return "no run to capture: choose a run that writes event files", None
-            try:
-                request = request_capture(run_dirs, run, int(steps or 0), context.config.allows_capture_requests,
-                                          context.store.logdir)
-            except NotListening as error:  # nothing was written: there is no request to follow
-                return f"cannot capture {error}", None
-            except (ValueError, KeyError, OSError, CaptureRequestsDisabled) as error:
-                return f"capture request failed: {error}", None
-            return (f"requested {request.steps} steps of {run}; waiting for the training process…",
-                    {"run": run, "request_id": request.request_id})
         run = asked["run"] if asked else run
         if run not in run_dirs:
-            return no_update, no_update
+            return said
         status = fmt.read_capture_status(run_dirs[run], root=context.store.logdir)
-        ours = bool(asked) and status.request_id == asked["request_id"]
-        if not ours and status.state not in ("pending", "running"):  # nothing was asked, or ours was replaced
-            return no_update, no_update
+        ours = bool(asked) and bool(asked.get("request_id")) and status.request_id == asked["request_id"]
+        if not ours and status.state not in ("pending", "running"):  # no request of ours, or ours was replaced
+            return said
         if status.state == "pending" and (reason := not_listening_reason(run_dirs[run], context.store.logdir)):
-            return f"requested {status.steps} steps of {run}, but {reason}", no_update
+            return f"requested {status.steps} steps of {run}, but {reason}"
         return {"pending": f"requested {status.steps} steps of {run}; waiting for the training process…",
                 "running": f"{run} is recording {status.steps} steps…",
                 "done": f"capture {status.capture_id} of {run} is ready",
-                "failed": f"capture of {run} failed: {status.message}"}.get(status.state, ""), no_update
+                "failed": f"capture of {run} failed: {status.message}"}.get(status.state, said)
 
 
 def _mark(mark: dict | None, capture: Capture, steps: list[int]) -> tuple[int | None, tuple[int, int] | None, str]:

@@ -29,9 +29,9 @@ class Digits:
     x_test: np.ndarray
     y_test: np.ndarray
 
-    def train(self, batch_size: int = BATCH_SIZE, seed: int = 0) -> engine.data.Dataset:
+    def train(self, batch_size: int = BATCH_SIZE, seed: int = 0, drop_remainder: bool = False) -> engine.data.Dataset:
         return (engine.data.Dataset.from_tensor_slices((self.x_train, self.y_train))
-                .shuffle(len(self.x_train), seed=seed).batch(batch_size))
+                .shuffle(len(self.x_train), seed=seed).batch(batch_size, drop_remainder))
 
     def test(self, batch_size: int = 256) -> engine.data.Dataset:
         return engine.data.Dataset.from_tensor_slices((self.x_test, self.y_test)).batch(batch_size)

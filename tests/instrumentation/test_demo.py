@@ -53,7 +53,10 @@ def test_each_run_raises_exactly_the_alerts_it_is_built_to_raise(run, tmp_path: 
         (alert,) = alerts
         assert (alert.evidence["op"], alert.evidence["module"], alert.evidence["phase"]) == ("Div", "standardize",
                                                                                             "forward")
-    if run.name in ("baseline", "input-bound"):  # the Profile page has a capture of the run
+    if run.name == "hparams-media":  # trained under engine.function: the Graph page has its graphs
+        assert sorted(p.name for p in (Path(run_dir) / "plugins" / "graph").iterdir()) == [
+            "train_step.0.optimised.json", "train_step.0.unoptimised.json"]
+    if run.name in ("baseline", "input-bound", "hparams-media"):  # the Profile page has a capture of the run
         assert list((Path(run_dir) / "plugins" / "profile").glob("*/*.trace.json.gz"))
     if run.name == "input-bound":  # ... and it covers the step the input_bound alert links to
         from instrumentation.format.trace import read_trace
