@@ -29,9 +29,9 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
     chosen intervals and measured costs are logged as ``perf/interval/<observer>`` and
     ``perf/instrumentation_ms/<observer>``. ``every``: a fixed k instead (histograms then exactly every
     ``histograms_every`` steps). The loss, the alert rules' inputs, ``check_numerics`` and OOM capture are never
-    thinned. The step after an alert (paced only), ``engine.fit``'s last step (from its second epoch on) and, at ``close()``, the
-    last step's gradient norms and histograms are sampled too, so the charts reach the run's end. ``optimizer``: only that optimizer's steps count (default:
-    any). ``check_numerics``: check every op output for NaN/Inf; the first one found is an alert, then
+    thinned. The step after an alert (paced only), ``engine.fit``'s last step (from its second epoch on) and, at
+    ``close()``, the last step's gradient norms and histograms are sampled too, so the charts reach the run's end.
+    ``optimizer``: only that optimizer's steps count (default: any). ``check_numerics``: check every op output for NaN/Inf; the first one found is an alert, then
     ``engine.NonFiniteError`` is raised (or, with ``raise_on_nonfinite=False``, training goes on). Returns the
     handle: an ``engine.fit`` callback, with ``log_loss``, ``alerts`` and ``close()``.
 

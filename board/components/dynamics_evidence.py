@@ -10,8 +10,9 @@ from board.data.alerts import RunAlert
 
 def _counts(stats: dict[str, Any]) -> str:
     shape = "×".join(str(size) for size in stats.get("shape", [])) or "scalar"
-    return (f"{stats.get('dtype', '?')} [{shape}]: {stats.get('nan_count', 0)} NaN, {stats.get('posinf_count', 0)} +Inf, "
-            f"{stats.get('neginf_count', 0)} −Inf; finite min {_number(stats.get('min'))}, max {_number(stats.get('max'))}")
+    counts = f"{stats.get('nan_count', 0)} NaN, {stats.get('posinf_count', 0)} +Inf, {stats.get('neginf_count', 0)} −Inf"
+    finite = f"finite min {_number(stats.get('min'))}, max {_number(stats.get('max'))}"
+    return f"{stats.get('dtype', '?')} [{shape}]: {counts}; {finite}"
 
 
 def _number(value: Any) -> str:

@@ -104,7 +104,8 @@ def distribution_figure(title: str, run: str, points: list[HistogramPoint], *, m
                      "name": f"p{BASIS_POINTS[lo] / 100:g}–p{BASIS_POINTS[hi] / 100:g}", "hoverinfo": "skip"})
     data.append({"type": "scatter", "mode": "lines+markers", "x": steps, "y": _nulls(bands[:, 4]), "name": "median",
                  "marker": {"size": 4, "color": color},  # a marker per histogram: the steps it was taken at
-                 "line": {"color": color, "width": 1.5}, "hovertemplate": "step %{x}<br>median %{y:.4g}<extra></extra>"})
+                 "line": {"color": color, "width": 1.5},
+                 "hovertemplate": "step %{x}<br>median %{y:.4g}<extra></extra>"})
     shapes = []
     if marked_step is not None:
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": marked_step, "x1": marked_step, "y0": 0, "y1": 1,

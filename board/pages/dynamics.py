@@ -57,7 +57,8 @@ def layout(run: str | None = None, step: str | None = None, kind: str = "", subj
         html.Div(id="dynamics-sampling", className="fs-muted"),
         html.Div(id="dynamics-evidence-box"),
         dcc.Store(id="dynamics-step", data=_mark(step, kind, subject)),
-        html.Div(id="dynamics-charts", style=_charts_style(chosen), children=[  # no run: the note above, no blank charts
+        # no run: the note above, no blank charts
+        html.Div(id="dynamics-charts", style=_charts_style(chosen), children=[
             dcc.Graph(id="dynamics-loss", config={"displaylogo": False}),
             dcc.Graph(id="dynamics-heatmap", config={"displaylogo": False}),
             html.Div(className="fs-grid2", children=[

@@ -25,8 +25,9 @@ def _plot(graph_id: str) -> str:
 
 
 def _figure(page: Page, graph_id: str) -> dict:
-    return page.eval_on_selector(_plot(graph_id), "gd => ({data: gd.data.map(t => ({name: t.name, x: Array.from(t.x),"
-                                                  " y: Array.from(t.y || []), z: t.z})), shapes: gd.layout.shapes || []})")
+    return page.eval_on_selector(_plot(graph_id), "gd => ({data: gd.data.map(t => ({name: t.name,"
+                                                  " x: Array.from(t.x), y: Array.from(t.y || []), z: t.z})),"
+                                                  " shapes: gd.layout.shapes || []})")
 
 
 def test_each_dynamics_alert_kinds_link_marks_its_step_on_its_evidence(page: Page, tmp_path: Path, serve_board):
@@ -39,8 +40,8 @@ def test_each_dynamics_alert_kinds_link_marks_its_step_on_its_evidence(page: Pag
     for kind, (run, alert) in found.items():
         page.goto(board.url + alert_link(RunAlert(run, alert)))
         graph, step = EVIDENCE_GRAPH[kind], alert.step
-        page.wait_for_function(f"() => {{ const gd = document.querySelector('{_plot(graph)}');"
-                               f" return gd && gd.data && gd.data.some(t => t.name === 'alert' && t.x[0] === {step}); }}")
+        page.wait_for_function(f"() => {{ const gd = document.querySelector('{_plot(graph)}'); return gd && gd.data"
+                               f" && gd.data.some(t => t.name === 'alert' && t.x[0] === {step}); }}")
         figure = _figure(page, graph)
         marker = next(trace for trace in figure["data"] if trace["name"] == "alert")
         assert marker["x"] == [step]
@@ -76,7 +77,8 @@ def test_dynamics_draws_points_written_while_open_and_leaves_unmeasured_steps_bl
     page.goto(board.url + "/dynamics?run=run")
     page.wait_for_function(f"() => {{ const gd = document.querySelector('{_plot('dynamics-ratios')}');"
                            " return gd && gd.data && gd.data.length > 0; }")
-    expect(page.locator("#dynamics-sampling")).to_contain_text("every step from step 0 to 31, then steps 40, 48 (34 steps)")
+    expect(page.locator("#dynamics-sampling")).to_contain_text(
+        "every step from step 0 to 31, then steps 40, 48 (34 steps)")
     ratios = _figure(page, "dynamics-ratios")
     solid = next(trace for trace in ratios["data"] if trace["name"] == "w")
     assert solid["x"][31:34] == [31, None, 40] and solid["x"][-3:] == [40, None, 48]  # no segment across 32-39
