@@ -83,7 +83,7 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
         rows = np.flatnonzero(kinds == kind)
         hover = [f"{n}<br>{d}" if d else str(n) for n, d in zip(names[rows], details[rows])]
         figure.add_bar(y=lane_names[timeline.lane[rows]].tolist(), x=timeline.duration_ms[rows].tolist(),
-                       base=timeline.start_ms[rows].tolist(), orientation="h", name=kind,
+                       base=timeline.start_ms[rows].tolist(), orientation="h", name=PART_LABELS.get(kind, kind),
                        marker={"color": PART_COLORS.get(kind, "#9c755f"), "line": {"width": 0.5, "color": "#fff"}},
                        customdata=hover, hovertemplate="%{customdata}<br>start %{base:.3f} ms, %{x:.3f} ms<extra></extra>")
     figure.update_layout(barmode="overlay", title=f"step {timeline.step} timeline", xaxis_title="ms from step start",

@@ -154,3 +154,26 @@ def test_stale_or_corrupt_sidecar_falls_back_to_the_json(tmp_path: Path, caplog)
     columns = TraceCache().load(capture)
     assert len(columns.ops) == len(ops) - 1 and "unreadable sidecar" in caplog.text
     assert _stats_rows(columns) == _stats_rows(columns_from_trace(trace))
+
+
+def test_waiting_on_other_ranks_is_a_part_of_its_own_taken_out_of_the_optimizer_when_inside_it() -> None:
+    """A hand-written flowscope trace of two steps (µs): step 0 waits for the gradient buckets (comm_wait) between
+    backward and the optimizer, step 1 inside the optimizer span."""
+
+    def event(cat, name, ts, dur, step, **args):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": fmt.TID_HOST,
+                "args": {fmt.ARG_STEP: step, **args}}
+
+    events = []
+    for step, origin, (wait_start, wait_us) in ((0, 0.0, (50.0, 30.0)), (1, 200.0, (82.0, 8.0))):
+        events += [event(fmt.CAT_STEP, f"step {step}", origin, 100.0, step),
+                   event(fmt.CAT_OP, "Linear", origin, 20.0, step, phase="forward"),
+                   event(fmt.CAT_OP, "LinearBackward", origin + 20.0, 30.0, step, phase="backward"),
+                   event(fmt.CAT_COMM_WAIT, fmt.CAT_COMM_WAIT, origin + wait_start, wait_us, step),
+                   event(fmt.CAT_OPTIMIZER, "SGD.step", origin + 80.0, 15.0, step)]
+    breakdown = step_breakdown(columns_from_trace({"traceEvents": events, "metadata": {"writer": "flowscope"}}))
+    parts = {part: values.tolist() for part, values in breakdown.parts_ms.items()}
+    assert parts["comm_wait"] == pytest.approx([0.030, 0.008])
+    assert parts["optimizer"] == pytest.approx([0.015, 0.007])
+    assert parts["other"] == pytest.approx([0.005, 0.035])
+    assert (np.sum(list(breakdown.parts_ms.values()), axis=0) == pytest.approx(breakdown.step_ms))
