@@ -73,18 +73,11 @@ def ratio_heatmap(matrix: RatioMatrix, mark: StepMark | None = None, uirevision:
     return {"data": [trace], "layout": layout}
 
 
-def max_adjacent_steps(view: ScalarView) -> int:
-    """The step distance up to which two shown points count as adjacent: 1, or, where the view was downsampled
-    (envelope points of ``window_points``), the steps a display bucket holds when every step was measured."""
-    shown = len(view.x)
-    return 1 if not shown or shown >= view.window_points else 2 * -(-view.window_points // shown)
-
-
-def _split_at_gaps(x: np.ndarray, y: list[float | None], max_adjacent: int
+def _split_at_gaps(x: np.ndarray, y: list[float | None], gap_before: np.ndarray
                    ) -> tuple[list[float | None], list[float | None], bool]:
-    """x and y with a None between points more than ``max_adjacent`` steps apart (Plotly breaks the line there);
+    """x and y with a None before each point that has steps not measured before it (Plotly breaks the line there);
     whether there was any."""
-    gaps = np.flatnonzero(np.diff(x) > max_adjacent)
+    gaps = np.flatnonzero(np.asarray(gap_before[1:], bool))  # a gap before point i + 1: break after point i
     if not len(gaps):
         return x.tolist(), y, False
     xs: list[float | None] = []
@@ -97,12 +90,17 @@ def _split_at_gaps(x: np.ndarray, y: list[float | None], max_adjacent: int
     return xs + x[begin:].tolist(), ys + y[begin:], True
 
 
-def series_traces(name: str, x: np.ndarray, values: np.ndarray, color: str, hover: str, max_adjacent: int = 1
-                  ) -> list[dict[str, Any]]:
+def series_traces(name: str, x: np.ndarray, values: np.ndarray, color: str, hover: str,
+                  gap_before: np.ndarray | None = None) -> list[dict[str, Any]]:
     """A measured series: markers at its steps and a solid line between adjacent steps; across steps not measured
-    only a faint dotted connector (hover off, no legend entry)."""
+    only a faint dotted connector (hover off, no legend entry). ``gap_before``: per point, whether steps before it
+    were not measured (a view's ``unmeasured_before``, exact under display downsampling); default: x more than one
+    step after the point before."""
+    x = np.asarray(x)
+    if gap_before is None:
+        gap_before = np.r_[False, np.diff(x) > 1]
     y = [None if not np.isfinite(v) else float(v) for v in values]
-    xs, ys, gapped = _split_at_gaps(np.asarray(x), y, max_adjacent)
+    xs, ys, gapped = _split_at_gaps(x, y, gap_before)
     traces = []
     if gapped:
         traces.append({"type": "scatter", "mode": "lines", "name": f"{name} (not measured between)",
@@ -153,7 +151,7 @@ def layer_lines(title: str, views: list[ScalarView], prefix: str, suffix: str = 
         values = view.raw if not log_y else np.where(view.raw > 0, view.raw, np.nan)
         # NOTE: the trace's name is not repeated in the hover text (Plotly shows it beside the box)
         data += series_traces(name, view.x, values, PALETTE[index % len(PALETTE)], "step %{x}: %{y:.4g}",
-                              max_adjacent_steps(view))
+                              view.unmeasured_before)
         if mark is not None and mark_subject and name == mark.subject:
             marked = alert_marker(mark.step, _value_at(view.x, values, mark.step), mark.kind, mark.subject,
                                   y_range[0] if y_range else _lowest(drawn))
@@ -176,7 +174,7 @@ def loss_figure(view: ScalarView | None, mark: StepMark | None = None, mark_loss
     if view is None:
         return {"data": [], "layout": _layout("loss: no train/loss tag in this run (log it with handle.log_loss(loss) "
                                               "or pass the handle to engine.fit)", 200, mark, uirevision)}
-    data = series_traces(view.tag, view.x, view.raw, PALETTE[0], "step %{x}: %{y:.4g}", max_adjacent_steps(view))
+    data = series_traces(view.tag, view.x, view.raw, PALETTE[0], "step %{x}: %{y:.4g}", view.unmeasured_before)
     if mark is not None and mark_loss:
         data.append(alert_marker(mark.step, _value_at(view.x, view.raw, mark.step), mark.kind, mark.subject,
                                  _lowest([view.raw])))
