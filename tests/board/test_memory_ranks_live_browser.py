@@ -135,7 +135,8 @@ def test_a_straggler_link_shades_its_window_and_highlights_its_rank(page: Page, 
     errors = watch_console(page)
     _open_alert(page, board.url, "straggler")
     expect(page).to_have_url(re.compile(r"/ranks\?group=ddp&rank=2&window=0-19$"))
-    expect(page.locator("#ranks-series input[value='compute']")).to_be_checked()  # the busy time the rule compares
+    # the busy time the rule compares (the input found by its label: dash 2.17 gives radio inputs no value attribute)
+    expect(page.locator("#ranks-series label", has_text="compute (busy)").locator("input")).to_be_checked()
     page.wait_for_function(f"() => {{ const gd = document.querySelector({json.dumps(RANK_LINES)});"
                            " return gd && gd.layout && (gd.layout.shapes || []).some(s => s.name === 'alert-window'); }")
     [window] = [s for s in _shapes(page, RANK_LINES) if s["name"] == "alert-window"]
