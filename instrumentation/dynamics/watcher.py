@@ -297,6 +297,9 @@ class Watch:
         if state.loss is not None:  # the optimizer step has closed the step: it is global_step - 1
             self.log_loss(state.loss, max(int(state.global_step) - 1, 0))
 
+    def on_train_begin(self, state: Any) -> None:
+        self._epoch_end_step = None  # a new fit: its epochs' lengths count from its own start
+
     def on_epoch_end(self, state: Any) -> None:
         """Before ``engine.fit``'s last epoch: its last step (if it is as long as this one) is sampled, so the charts
         reach the run's end whatever the interval. Once an epoch, not a step."""

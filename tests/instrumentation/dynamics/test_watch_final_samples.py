@@ -96,3 +96,15 @@ def test_after_fits_sampled_last_step_close_still_writes_the_last_histograms(tmp
                   if isinstance(value, HistogramValue)}
     assert {step for tag, step in histograms if tag == "weight/0.weight"} == {0, 9}
     assert sorted(read_scalars(tmp_path)["update_ratio/0.weight"]) == [0, 9]
+
+
+def test_a_second_fit_with_the_same_handle_samples_its_own_last_step(tmp_path):
+    engine.manual_seed(0)
+    model = mlp(16)
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.05)
+    hooks.reset_step(0)
+    with SummaryWriter(tmp_path) as writer:
+        with watch(model, writer, every=1000, memory=False, capture_requests=False) as handle:
+            engine.fit(model, F.cross_entropy, optimizer, _data(7), epochs=2, callbacks=[handle], verbose=False)
+            engine.fit(model, F.cross_entropy, optimizer, _data(4), epochs=3, callbacks=[handle], verbose=False)
+    assert sorted(read_scalars(tmp_path)["update_ratio/0.weight"]) == [0, 13, 13 + 12]  # 14 steps, then 3 × 4
