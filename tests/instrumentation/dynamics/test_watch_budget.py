@@ -203,9 +203,9 @@ def observers_on_the_cpu_clock(patch: pytest.MonkeyPatch) -> None:
     clock). A test of which interval a pacer picks, or of the CPU share it then takes, reads its own spans on that
     clock too: on a machine at load 12-15 a run of ~1 ms holds someone else's time slice now and then and the
     wall-clock intervals followed the load (the 20 ms step's `every <= 4` failed in 3 of 4 runs; 3-4 at load 15,
-    2-3 on the CPU clock; the tracker, seeing longer wall-clock steps, logged more often and took over 5 % of the
-    CPU). The pacers are the same; only what they are given no longer depends on the load (what watch() costs with
-    the shipped clocks is bench/watch_overhead.py's figure)."""
+    2-3 on the CPU clock; the tiny step with the memory tracker went over its 5 % at load 15 with three busy loops,
+    and not on the CPU clock in 3 runs). The pacers are the same; only what they are given no longer depends on the
+    load (what watch() costs with the shipped clocks is bench/watch_overhead.py's figure)."""
     patch.setattr(watcher_module, "_now_ns", time.thread_time_ns)
     patch.setattr(hooks, "_now", time.thread_time_ns)
     patch.setattr(memory_recording, "_now", time.thread_time_ns)
