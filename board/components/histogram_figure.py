@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from board.components.colors import run_color, with_alpha
+from board.components.measured_traces import series_traces
 from board.data.histograms import (BASIS_POINTS, HistogramPoint, evenly_spaced, finite_bounds, left_out, percentiles,
                                    rebin)
 
@@ -87,13 +88,49 @@ def ridgeline_figure(title: str, run: str, points: list[HistogramPoint], *, upto
 
 
 def distribution_figure(title: str, run: str, points: list[HistogramPoint], *, marked_step: int | None = None) -> dict[str, Any]:
-    """Bands between TensorBoard's basis points (min..max, ±2σ, ±1.5σ, ±σ equivalents) and the median, over steps."""
+    """Bands between TensorBoard's basis points (min..max, ±2σ, ±1.5σ, ±σ equivalents) and the median, over steps.
+
+    Histograms taken at every step: filled bands, as TensorBoard draws them. Taken every k steps: a bar of the bands
+    at each step a histogram was taken and the median's markers, a faint dotted connector across the steps between
+    (no band is filled over steps nothing was measured at)."""
     if not points:
         return {"data": [], "layout": _layout(title)}
     note = nonfinite_note(points)
     steps = [p.step for p in points]
     bands = np.array([percentiles(p) for p in points])  # (steps, basis points)
     color = run_color(run)
+    if len(steps) > 1 and int(np.max(np.diff(steps))) > 1:
+        data = _band_bars(steps, bands, color)
+    else:
+        data = _band_fills(steps, bands, color)
+    shapes = []
+    if marked_step is not None:
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": marked_step, "x1": marked_step, "y0": 0,
+                       "y1": 1, "line": {"color": "#888", "dash": "dot", "width": 1}})
+    layout = _layout(_titled(title, note), margin={"l": 60, "r": 10, "t": 50 if note else 30, "b": 40},
+                     xaxis={"title": {"text": "step"}}, yaxis={"title": {"text": "value"}}, shapes=shapes)
+    return {"data": data, "layout": layout}
+
+
+def _band_name(lo: int, hi: int) -> str:
+    return f"p{BASIS_POINTS[lo] / 100:g}–p{BASIS_POINTS[hi] / 100:g}"
+
+
+def _band_bars(steps: list[int], bands: np.ndarray, color: str) -> list[dict[str, Any]]:
+    """Each band a vertical bar at each histogram's step (one trace per band: segments split by None)."""
+    data: list[dict[str, Any]] = []
+    for depth, (lo, hi) in enumerate(_BAND_PAIRS):
+        x = [value for step in steps for value in (step, step, None)]
+        y = [value for low, high in zip(_nulls(bands[:, lo]), _nulls(bands[:, hi])) for value in (low, high, None)]
+        data.append({"type": "scatter", "mode": "lines", "x": x, "y": y, "name": _band_name(lo, hi),
+                     "line": {"width": 9, "color": with_alpha(color, 0.12 + 0.12 * depth)}, "hoverinfo": "skip"})
+    median = np.asarray(bands[:, 4], float)
+    return data + series_traces("median", np.asarray(steps), median, color, "step %{x}<br>median %{y:.4g}"
+                                "<extra></extra>")
+
+
+def _band_fills(steps: list[int], bands: np.ndarray, color: str) -> list[dict[str, Any]]:
+    """Bands filled between consecutive steps (every step holds a histogram) and the median's line."""
     data: list[dict[str, Any]] = []
     for depth, (lo, hi) in enumerate(_BAND_PAIRS):
         alpha = 0.12 + 0.12 * depth
@@ -101,15 +138,9 @@ def distribution_figure(title: str, run: str, points: list[HistogramPoint], *, m
                      "line": {"width": 0, "color": color}, "hoverinfo": "skip"})
         data.append({"type": "scatter", "mode": "lines", "x": steps, "y": _nulls(bands[:, hi]), "fill": "tonexty",
                      "fillcolor": with_alpha(color, alpha), "line": {"width": 0, "color": color},
-                     "name": f"p{BASIS_POINTS[lo] / 100:g}–p{BASIS_POINTS[hi] / 100:g}", "hoverinfo": "skip"})
+                     "name": _band_name(lo, hi), "hoverinfo": "skip"})
     data.append({"type": "scatter", "mode": "lines+markers", "x": steps, "y": _nulls(bands[:, 4]), "name": "median",
                  "marker": {"size": 4, "color": color},  # a marker per histogram: the steps it was taken at
                  "line": {"color": color, "width": 1.5},
                  "hovertemplate": "step %{x}<br>median %{y:.4g}<extra></extra>"})
-    shapes = []
-    if marked_step is not None:
-        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": marked_step, "x1": marked_step, "y0": 0, "y1": 1,
-                       "line": {"color": "#888", "dash": "dot", "width": 1}})
-    layout = _layout(_titled(title, note), margin={"l": 60, "r": 10, "t": 50 if note else 30, "b": 40},
-                     xaxis={"title": {"text": "step"}}, yaxis={"title": {"text": "value"}}, shapes=shapes)
-    return {"data": data, "layout": layout}
+    return data

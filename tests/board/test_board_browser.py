@@ -47,7 +47,7 @@ def test_every_page_renders_the_fixture_without_console_errors(page: Page, fixtu
     page.wait_for_function("() => { const gd = document.querySelector('#histograms-ridgeline .js-plotly-plot');"
                            " return gd && gd.data && gd.data.length === 10; }")
     page.wait_for_function("() => { const gd = document.querySelector('#histograms-distribution .js-plotly-plot');"
-                           " return gd && gd.data && gd.data.length === 9; }")  # 4 bands (2 traces each), median
+                           " return gd && gd.data && gd.data.length === 6; }")  # 4 band bars, median (+ dotted)
     expect(page.locator("#histograms-distribution .gtitle")).to_contain_text("weight/fc")
     assert errors == []
 

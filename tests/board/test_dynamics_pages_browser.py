@@ -109,7 +109,7 @@ def test_histograms_draw_a_histogram_written_while_open(page: Page, tmp_path: Pa
     errors = watch_console(page)
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(board.url + "/histograms")
-    median = "gd => Array.from(gd.data[gd.data.length - 1].x)"
+    median = "gd => Array.from(gd.data[gd.data.length - 1].x).filter(x => x !== null)"  # thinned: split at gaps
     page.wait_for_function(f"() => {{ const gd = document.querySelector('{_plot('histograms-distribution')}');"
                            " return gd && gd.data && gd.data.length > 0; }")
     assert page.eval_on_selector(_plot("histograms-distribution"), median) == [0, 10]

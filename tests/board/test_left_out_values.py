@@ -78,3 +78,17 @@ def test_a_histogram_with_nan_and_inf_draws_its_finite_values_and_counts_what_it
     assert np.all(np.isfinite(bands)) and -1.01 < bands[0] < -0.9 and 0.9 < bands[-1] < 1.01
     median = distribution_figure("w", "run", points)["data"][-1]
     assert median["y"][2] is None and median["y"][1] is not None
+
+
+def test_histograms_taken_every_k_steps_are_bars_at_their_steps_not_bands_across_the_others(tmp_path):
+    rng = np.random.default_rng(0)
+    with SummaryWriter(tmp_path / "run") as writer:
+        for step in (0, 100, 200):
+            writer.add_histogram("w", rng.standard_normal(300), step)
+    figure = distribution_figure("w", "run", _store(tmp_path).histograms("run", "w"))
+    assert not any("fill" in trace for trace in figure["data"])
+    bars = [trace for trace in figure["data"] if trace["name"].startswith("p")]
+    assert len(bars) == 4 and all(trace["x"] == [0, 0, None, 100, 100, None, 200, 200, None] for trace in bars)
+    faint, median = figure["data"][-2:]
+    assert median["name"] == "median" and median["x"] == [0, None, 100, None, 200]
+    assert faint["line"]["dash"] == "dot" and faint["hoverinfo"] == "skip"
