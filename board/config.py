@@ -34,9 +34,10 @@ class BoardConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.logdir.exists() and not self.logdir.is_dir():
-            raise ValueError(f"--logdir {self.logdir} is a file, not a directory; give the directory that holds the "
-                             f"runs (e.g. {self.logdir.parent})")
+        try:
+            self._check_logdir()
+        except OSError as error:  # e.g. a parent directory this user may not enter
+            raise ValueError(f"--logdir {self.logdir} cannot be read: {error.strerror or error}") from error
         if self.reload_interval <= 0:
             raise ValueError("--reload-interval must be positive")
         if not 0 <= self.port <= 65535:
@@ -46,6 +47,15 @@ class BoardConfig:
             raise ValueError(f"--token is {'empty' if not self.token else 'only whitespace'} (an unset $TOKEN "
                              "expands to \"\"); give a secret, e.g. --token \"$(openssl rand -hex 16)\", or leave "
                              "--token out")
+
+    def _check_logdir(self) -> None:
+        """A log directory may not exist yet (it is waited for), but it must be able to: not a file, nor under one."""
+        if self.logdir.exists() and not self.logdir.is_dir():
+            raise ValueError(f"--logdir {self.logdir} is a file, not a directory; give the directory that holds the "
+                             f"runs (e.g. {self.logdir.parent})")
+        blocking = next((parent for parent in self.logdir.parents if parent.exists() and not parent.is_dir()), None)
+        if blocking is not None:  # NOTE: else "does not exist yet" and a wait for a directory that can never appear
+            raise ValueError(f"--logdir {self.logdir} can never exist: {blocking} is a file, not a directory")
 
     @property
     def is_loopback(self) -> bool:

@@ -89,8 +89,20 @@ def test_a_logdir_that_is_a_file_is_an_error_saying_so(tmp_path: Path) -> None:
     assert result.returncode == 2 and "serving" not in result.stdout
     assert f"--logdir {event_file} is a file, not a directory" in result.stderr
     assert f"(e.g. {event_file.parent})" in result.stderr and "does not exist" not in result.stderr
+    under_a_file = subprocess.run([sys.executable, "-m", "board", "--logdir", str(event_file / "logs"), "--port", "0"],
+                                  cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert under_a_file.returncode == 2 and "serving" not in under_a_file.stdout
+    assert f"can never exist: {event_file} is a file, not a directory" in under_a_file.stderr
     assert parse_args(["--logdir", str(tmp_path)]).logdir == tmp_path  # a directory is served
     assert parse_args(["--logdir", str(tmp_path / "later")]).logdir == tmp_path / "later"  # waited for
+
+
+def test_a_logdir_that_cannot_be_looked_at_is_an_error_not_a_traceback(tmp_path: Path, monkeypatch) -> None:
+    def refused(path: Path) -> bool:  # what a parent directory without search permission answers (not as root)
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(Path, "exists", refused)
+    with pytest.raises(ValueError, match=r"--logdir .*locked/logs cannot be read: Permission denied"):
+        BoardConfig(logdir=tmp_path / "locked" / "logs")
 
 
 def test_port_check_says_how_make_demo_chooses_another() -> None:
