@@ -61,6 +61,11 @@ def open_page_at(page: Page, url: str, timeout_ms: int = 60_000) -> list[str]:
     return errors
 
 
+def answered_nothing(response) -> bool:
+    """A callback answered "nothing to change": dash 2 says 204 No Content, dash 4 200 with an empty response."""
+    return response.status_code == 204 or (response.status_code == 200 and response.get_json()["response"] == {})
+
+
 def client_for(logdir: Path, token: str | None = None) -> FlaskClient:
     """A test client of a board on `logdir` (no cache) whose store has read the directory once."""
     from board.app import create_app
