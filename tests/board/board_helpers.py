@@ -1,6 +1,7 @@
 """Helpers shared by the board's tests: bounded polling and fixture writers."""
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +60,16 @@ def open_page_at(page: Page, url: str, timeout_ms: int = 60_000) -> list[str]:
     page.set_default_timeout(timeout_ms)
     page.goto(url)
     return errors
+
+
+def pick_option(page: Page, dropdown_id: str, label: str) -> None:
+    """Choose `label` in the dcc.Dropdown `dropdown_id` by clicking it, with either end of the dash range: dash 4's
+    options have role=option, dash 2's (react-select) are `.VirtualizedSelectOption`s. Never Escape to close a
+    menu: dash 2's dropdown clears its value on Escape."""
+    page.locator(f"#{dropdown_id}").click()
+    option = page.get_by_role("option", name=label, exact=True).or_(
+        page.locator(f"#{dropdown_id} .VirtualizedSelectOption").filter(has_text=re.compile(f"^{re.escape(label)}$")))
+    option.first.click()
 
 
 def answered_nothing(response) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from board_helpers import watch_console
+from board_helpers import pick_option, watch_console
 from media_runs import write_our_runs, write_torch_runs
 
 pytestmark = pytest.mark.browser
@@ -50,8 +50,7 @@ def test_text_page_renders_markdown_without_html(page: Page, board) -> None:
     page.wait_for_timeout(300)
     assert page.evaluate("() => window.__pwned") is None
     _shot(page, "text_hostile")
-    page.locator("#text-tag").click()
-    page.get_by_role("option", name="notes").click()
+    pick_option(page, "text-tag", "notes")
     expect(rows).to_have_count(3)
     expect(rows.first.locator("> td").first).to_have_text("20")  # newest first
     expect(rows.locator("strong").first).to_have_text("lr")  # markdown rendered

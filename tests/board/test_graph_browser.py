@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from board_helpers import watch_console
+from board_helpers import pick_option, watch_console
 from graph_runs import chain_graph, torch_add_graph, write_mlp_graphs, write_traced_capture
 from instrumentation import SummaryWriter
 from instrumentation.format.graph_file import write_graph
@@ -28,8 +28,7 @@ def _shot(page: Page, name: str) -> None:
 
 
 def _pick(page: Page, dropdown: str, option: str) -> None:
-    page.locator(f"#{dropdown}").click()
-    page.get_by_role("option", name=option, exact=True).click()
+    pick_option(page, dropdown, option)
 
 
 def _labels(page: Page) -> list[str]:
