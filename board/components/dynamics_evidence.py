@@ -6,6 +6,7 @@ from typing import Any
 from dash import html
 
 from board.data.alerts import RunAlert
+from instrumentation.format import alert_names as keys
 
 
 def _counts(stats: dict[str, Any]) -> str:
@@ -22,10 +23,10 @@ def _number(value: Any) -> str:
 def nonfinite_evidence(item: RunAlert) -> html.Div:
     """Where NaN/Inf first appeared: op, module, phase and step, then each output's and input's counts."""
     evidence = item.alert.evidence
-    op, module = evidence.get("op", "?"), evidence.get("module") or "(no module)"
-    rows = [html.Li(f"output {index}: {_counts(stats)}") for index, stats in enumerate(evidence.get("outputs", []))]
-    rows += [html.Li(f"input {index}: {_counts(stats)}") for index, stats in enumerate(evidence.get("inputs", []))]
+    op, module = evidence.get(keys.OP, "?"), evidence.get(keys.MODULE) or "(no module)"
+    rows = [html.Li(f"output {index}: {_counts(stats)}") for index, stats in enumerate(evidence.get(keys.OUTPUTS, []))]
+    rows += [html.Li(f"input {index}: {_counts(stats)}") for index, stats in enumerate(evidence.get(keys.INPUTS, []))]
     return html.Div(className="fs-section fs-evidence", id="dynamics-evidence", children=[
         html.Strong(f"First NaN/Inf: op {op} in module {module}"),
-        html.Span(f" · {evidence.get('phase', '?')} · step {item.alert.step}", className="fs-muted"),
+        html.Span(f" · {evidence.get(keys.PHASE, '?')} · step {item.alert.step}", className="fs-muted"),
         html.Ul(rows)])

@@ -10,7 +10,7 @@ import numpy as np
 import engine
 from engine import hooks
 from instrumentation.dynamics.parameters import ParameterStats
-from instrumentation.format.alert_names import NONFINITE
+from instrumentation.format.alert_names import INPUTS, MODULE, NONFINITE, OP, OUTPUTS, PHASE
 from instrumentation.format.alerts import Alert
 from instrumentation.profiler.spans import log_end, recording
 
@@ -60,8 +60,7 @@ def nonfinite_alert(op: str, module: str, phase: str, step: int, inputs: tuple[A
     message = (f"first non-finite value: op {op} {where} ({phase}, step {step}) produced {bad[0]} NaN and {bad[1]} "
                f"Inf; {described or 'no inputs'}")
     return Alert(kind=NONFINITE, severity="error", subject=module or op, message=message, step=step,
-                 evidence={"op": op, "module": module, "phase": phase, "step": step, "inputs": input_stats,
-                           "outputs": output_stats})
+                 evidence={OP: op, MODULE: module, PHASE: phase, "step": step, INPUTS: input_stats, OUTPUTS: output_stats})
 
 
 class NumericsObserver:
@@ -125,5 +124,5 @@ class NumericsObserver:
         self.report(alert)
         if self.raise_error:
             evidence = alert.evidence
-            raise engine.NonFiniteError(alert.message, op=evidence["op"], module=evidence["module"],
-                                        phase=evidence["phase"], step=evidence["step"])
+            raise engine.NonFiniteError(alert.message, op=evidence[OP], module=evidence[MODULE],
+                                        phase=evidence[PHASE], step=evidence["step"])

@@ -46,6 +46,10 @@ ALLOCATED_BYTES = "allocated_bytes"
 REQUEST_BYTES = "request_bytes"  # the request size fragmentation was measured against (the last request's)
 LARGEST_FREE_BLOCK = "largest_free_block"
 THRESHOLD = "threshold"  # the share above which the alert fires
+# Evidence keys of a nonfinite alert (instrumentation/dynamics/numerics.py) beside OP and MODULE: the phase the op ran
+# in, and the per-tensor statistics of its inputs and outputs.
+PHASE = "phase"
+INPUTS, OUTPUTS = "inputs", "outputs"
 FIRST_STEP, LAST_STEP = "first_step", "last_step"  # input_bound: the window of steps that waited for input
 
 # Evidence keys of a straggler alert (instrumentation/distributed/straggler.py): the window's first and last step, the
