@@ -18,24 +18,36 @@ FIRST_DRAWN_WAIT_MS = 3000
 SHOWN, HIDDEN = {}, {"display": "none"}  # a chart no run of the filter has is hidden, not removed
 
 
+def id_key(name: str) -> str:
+    """A tag or group prefix as it goes into a component id: dash 2 cuts "<id>.<property>" at the first dot, also in
+    a pattern-matching id's JSON, so "." (and "%") are percent-encoded."""
+    return name.replace("%", "%25").replace(".", "%2E")
+
+
+def id_value(key: str) -> str:
+    """The tag or prefix an `id_key` names."""
+    return key.replace("%2E", ".").replace("%25", "%")
+
+
 def chart(tag: str, pinned: bool = False, settings: list[Any] | None = None) -> html.Div:
     """A chart's components. With `settings` (run filter, smoothing, x axis, log y) its figure is drawn here, in the
     page's layout, with the state its callback compares against: the first charts need no request of their own."""
+    key = id_key(tag)
     figure, state, style = ({"data": [], "layout": {"height": 320, "title": {"text": tag}}}, None, SHOWN)
     if settings is not None:
         figure, state, style = _drawn(tag, _views(tag, settings[0], x_axis=settings[2], smoothing=settings[1],
                                                   window=None), None, settings)
-    return html.Div(className="fs-chart", id={"type": "scalars-chart", "tag": tag}, style=style, children=[
+    return html.Div(className="fs-chart", id={"type": "scalars-chart", "tag": key}, style=style, children=[
         html.Div(className="fs-chart-head", children=[
-            html.Button("unpin" if pinned else "pin", id={"type": "scalars-pin", "tag": tag, "pinned": pinned},
+            html.Button("unpin" if pinned else "pin", id={"type": "scalars-pin", "tag": key, "pinned": pinned},
                         className="fs-small-button", title="show this chart in the pinned row at the top"),
-            html.Button("CSV", id={"type": "scalars-csv", "tag": tag}, className="fs-small-button",
+            html.Button("CSV", id={"type": "scalars-csv", "tag": key}, className="fs-small-button",
                         title="download every point of this tag for the runs shown"),
         ]),
-        dcc.Graph(id={"type": "scalars-graph", "tag": tag}, config={"displaylogo": False}, figure=figure),
-        dcc.Store(id={"type": "scalars-state", "tag": tag}, data=state),
-        dcc.Store(id={"type": "scalars-zoom", "tag": tag}),
-        dcc.Download(id={"type": "scalars-download", "tag": tag}),
+        dcc.Graph(id={"type": "scalars-graph", "tag": key}, config={"displaylogo": False}, figure=figure),
+        dcc.Store(id={"type": "scalars-state", "tag": key}, data=state),
+        dcc.Store(id={"type": "scalars-zoom", "tag": key}),
+        dcc.Download(id={"type": "scalars-download", "tag": key}),
     ])
 
 
@@ -126,7 +138,7 @@ def register_chart_callbacks(app: Dash) -> None:
     def _chart_update(zoom_data, smoothing, x_axis, log_y, run_filter, _ticks, _first_drawn, graph_id, state):
         """Draw what the controls and the zoom ask for. Compares the wanted view with the one drawn (`state`)
         rather than looking at which input fired, so coalesced or dropped requests cannot lose a zoom."""
-        tag = graph_id["tag"]
+        tag = id_value(graph_id["tag"])
         settings = chart_settings(run_filter, smoothing, x_axis, log_y)
         _, smoothing, x_axis, log_y = settings
         zoom = None
@@ -178,6 +190,6 @@ def register_chart_callbacks(app: Dash) -> None:
                   prevent_initial_call=True)
     def _download(_clicks: int, button_id: dict[str, str], run_filter: str):
         store = board_context().store
-        tag = button_id["tag"]
+        tag = id_value(button_id["tag"])
         series = [(run, tag, store.scalars(run, tag)[0]) for run in _runs_with(tag, run_filter or "")]
         return dcc.send_string(scalars_csv(series), filename=f"{tag.replace('/', '_')}.csv", type="text/csv")

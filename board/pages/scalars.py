@@ -11,7 +11,7 @@ from board.context import board_context
 from board.data.filters import matching, pattern_error
 from board.data.tag_groups import TagGroup, group_tags
 from board.data.views import X_AXES
-from board.pages.scalar_charts import chart, chart_settings, register_chart_callbacks
+from board.pages.scalar_charts import chart, chart_settings, id_key, id_value, register_chart_callbacks
 
 dash.register_page(__name__, path="/scalars", name="Scalars", order=1, title="flowscope · scalars",
                    preload_plotly=True)
@@ -93,8 +93,9 @@ def _sections(run_filter: str, tag_filter: str, pinned: list[str], settings: lis
 
 def _group_section(group: TagGroup, first: dict[str, list[Any]]) -> html.Details:
     """A group of charts; the instrumentation's groups start collapsed and draw their charts when first opened."""
-    body_id = {"type": "scalars-group-body", "prefix": group.prefix}
-    summary = html.Summary(f"{group.prefix} ({len(group.tags)})", id={"type": "scalars-group-summary", "prefix": group.prefix})
+    body_id = {"type": "scalars-group-body", "prefix": id_key(group.prefix)}
+    summary = html.Summary(f"{group.prefix} ({len(group.tags)})",
+                           id={"type": "scalars-group-summary", "prefix": id_key(group.prefix)})
     charts = [] if group.instrumentation else [chart(tag, settings=first.get(tag)) for tag in group.tags]
     return html.Details(open=not group.instrumentation, className="fs-section",
                         **{"data-group": group.prefix, "data-instrumentation": str(group.instrumentation).lower()},
@@ -132,7 +133,7 @@ def register_callbacks(app: Dash) -> None:
             return no_update
         shown = _shown(tag_filter or "", list(pinned or []))
         members = next((g.tags for g in group_tags([t for t in shown["tags"] if t not in shown["pinned"]])
-                        if g.prefix == body_id["prefix"]), [])
+                        if g.prefix == id_value(body_id["prefix"])), [])
         settings = chart_settings(run_filter, smoothing, x_axis, log_y)
         return [chart(tag, settings=settings) for tag in members]
 
@@ -143,7 +144,7 @@ def register_callbacks(app: Dash) -> None:
         if triggered is None or not any(clicks) or not dash.ctx.triggered[0].get("value"):
             return no_update  # buttons drawn by a rebuild, not clicked
         pinned = list(pinned or [])
-        tag = triggered["tag"]
+        tag = id_value(triggered["tag"])
         return [t for t in pinned if t != tag] if tag in pinned else pinned + [tag]
 
     app.clientside_callback("function(value) { return Number(value || 0).toFixed(2); }",

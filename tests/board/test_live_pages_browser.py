@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
+from board.pages.scalar_charts import id_key
 from board_helpers import open_page_at
 from instrumentation import SummaryWriter
 from instrumentation.format.alerts import Alert, AlertWriter
@@ -23,7 +24,7 @@ def _loss(step: int) -> float:
 
 
 def _scalars_graph(tag: str) -> str:
-    return f"[id='{json.dumps({'tag': tag, 'type': 'scalars-graph'}, separators=(',', ':'))}'] .js-plotly-plot"
+    return f"[id='{json.dumps({'tag': id_key(tag), 'type': 'scalars-graph'}, separators=(',', ':'))}'] .js-plotly-plot"
 
 
 def _trace_points(page: Page, selector: str, index: int) -> list[list[float]]:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page
 
+from board.pages.scalar_charts import id_key
 from board_helpers import open_page_at
 from instrumentation import SummaryWriter
 
@@ -32,7 +33,7 @@ def demo_like_logdir(tmp_path: Path) -> Path:
 
 
 def _graph(tag: str) -> str:
-    return f"[id='{json.dumps({'tag': tag, 'type': 'scalars-graph'}, separators=(',', ':'))}'] .js-plotly-plot"
+    return f"[id='{json.dumps({'tag': id_key(tag), 'type': 'scalars-graph'}, separators=(',', ':'))}'] .js-plotly-plot"
 
 
 def _styles(page: Page) -> dict[str, list[str]]:

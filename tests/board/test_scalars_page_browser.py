@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
+from board.pages.scalar_charts import id_key
 from board_helpers import watch_console
 from instrumentation import SummaryWriter
 
@@ -35,7 +36,7 @@ def scalars_logdir(tmp_path: Path) -> Path:
 
 
 def graph(tag: str) -> str:
-    return f"[id='{json.dumps({'tag': tag, 'type': 'scalars-graph'}, separators=(',', ':'))}'] .js-plotly-plot"
+    return f"[id='{json.dumps({'tag': id_key(tag), 'type': 'scalars-graph'}, separators=(',', ':'))}'] .js-plotly-plot"
 
 
 def wait_drawn(page: Page, tag: str, traces: int = 12) -> None:
