@@ -117,7 +117,8 @@ class MemoryTracker:
                              f"{host_every_s}")
         self.pace = Pacer(tag_names.MEMORY_OBSERVER, budget, every=check_every("MemoryTracker", every),
                           run_weight=RUN_WEIGHT)
-        self._last_wall: float | None = None
+        self._last_wall: float | None = None  # the wall time of the last batch's last step end
+        self._last_at: tuple[int, int] = (-1, -1)  # ... its (hooks.step_resets, step)
         self.writer, self.run_dir = writer, writer.log_dir
         self._add_scalar_rows = getattr(writer, "add_scalar_rows", None)
         self._add_scalar_dict = getattr(writer, "add_scalar_dict", None)
@@ -153,6 +154,8 @@ class MemoryTracker:
         self._fragmentation = FragmentationWatch()
         self._closed = False
         self._sampled: tuple[int, int] | None = None  # (hooks.step_resets, step) of the last sample outside a step end
+        # (hooks.step_resets, entry) of the last step end processed when it was not logged (close() logs it)
+        self._unlogged: tuple[int, tuple] | None = None
         for device in memory.devices():
             memory.reset_step_peak(device)
             self._arm_peak(device, self._tally(device))
@@ -225,6 +228,7 @@ class MemoryTracker:
         if alerted:
             logged_at.add(len(steps) - 1)  # the fragmentation alert's step
         logged_at = sorted(logged_at)
+        self._unlogged = None if logged_at and logged_at[-1] == len(steps) - 1 else (hooks.step_resets, entries[-1])
         logged: list[tuple[int, float, list]] = [(steps[index], entries[index][1], []) for index in logged_at]
         for tally, (indices, allocated, peaks, at_peak, live_tensors) in columns.items():
             self._logged_figures(tally, indices, logged_at, logged, (allocated, peaks, at_peak, live_tensors))
@@ -299,18 +303,32 @@ class MemoryTracker:
             if held is None or peaks[best] >= held[0]:
                 tally.held = (peaks[best], at_peak[best])
 
+    def _log_again(self, entry: tuple[int, float, list]) -> None:
+        """Log the figures of a step end already processed but not logged (its peak: the highest since the last
+        logged step, held by the tallies); nothing is observed again (leak windows, peaks, the pacer)."""
+        self._unlogged = None
+        logged: list[tuple[int, float, list]] = [(entry[0], entry[1], [])]
+        for tally, (indices, allocated, peaks, at_peak, live_tensors) in self._columns([entry]).items():
+            self._logged_figures(tally, indices, [0], logged, (allocated, peaks, at_peak, live_tensors))
+        self._log_steps([row for row in logged if row[2]], self._reserved())
+
     def _account(self, records: list[tuple], logged: int, fixed_ns: int, run_ns: int) -> None:
         """Hand the batch's measured cost to the pacer; the step time is the wall time between step ends."""
         first_step, first_wall, last_step, last_wall = records[0][0], records[0][1], records[-1][0], records[-1][1]
         steps = last_step - first_step + 1
+        step_ns = None  # NOTE: unknown for a first batch of one step end (e.g. processed for its age, batch_s)
         if self._last_wall is not None and last_wall > self._last_wall:
             step_ns = (last_wall - self._last_wall) * 1e9
+            if self._last_at[0] == hooks.step_resets and self._last_at[1] < last_step:
+                # NOTE: the steps since the last batch's last one, those not kept (one in k) included: a batch of the
+                # one step end kept at close after a long interval covers all the steps since the last batch
+                steps = last_step - self._last_at[1]
         elif steps > 1:
             step_ns = (last_wall - first_wall) * 1e9 * steps / (steps - 1)
-        else:
-            return
-        self._last_wall = last_wall
-        if self.pace.record(int(step_ns), fixed_ns, run_ns, logged, steps):
+        # NOTE: kept even when this batch measured nothing: the next batch's step time is taken from it (a tracker
+        # seeing only one-step batches used to measure nothing, keep every step end and never switch batch_steps)
+        self._last_wall, self._last_at = last_wall, (hooks.step_resets, last_step)
+        if step_ns is not None and self.pace.record(int(step_ns), fixed_ns, run_ns, logged, steps):
             self.pace.last.write(self.writer, last_step)
         decided = self._past_first_decision()
         if decided:
@@ -362,18 +380,27 @@ class MemoryTracker:
     def _pools(self, last_step: int) -> tuple[dict[str, int], bool]:
         """Reserved bytes of the devices with a pooled allocator, read now, and whether a ``fragmentation`` alert
         was written (one holds too much memory that the current requests cannot use)."""
-        reserved: dict[str, int] = {}
+        pools = self._pool_stats()
         alerted = False
-        for device in self._tallies:
-            stats = memory.pool_stats(device)
-            if stats is None:
-                continue
-            reserved[device] = stats.reserved_bytes
+        for stats in pools.values():
             alert = self._fragmentation.observe(stats, last_step)
             if alert is not None:
                 self.alerts.write(alert)
                 alerted = True
-        return reserved, alerted
+        return {device: stats.reserved_bytes for device, stats in pools.items()}, alerted
+
+    def _pool_stats(self) -> dict[str, Any]:
+        """The pool statistics of the devices with a pooled allocator, read now."""
+        pools = {}
+        for device in self._tallies:
+            stats = memory.pool_stats(device)
+            if stats is not None:
+                pools[device] = stats
+        return pools
+
+    def _reserved(self) -> dict[str, int]:
+        """Reserved bytes of the devices with a pooled allocator, read now (no fragmentation check)."""
+        return {device: stats.reserved_bytes for device, stats in self._pool_stats().items()}
 
     def _log_limits(self, step: int) -> None:
         """``mem/<device>/limit_bytes`` at ``step`` for each device whose allocator limit changed since the last one
@@ -517,6 +544,11 @@ class MemoryTracker:
             if not self._paused and self._steps.every > 1 and last >= 0 and self._steps.last_kept != last:
                 self._steps.keep(last, time.perf_counter_ns())  # its step end was skipped: its figures are now's
             self._process(final=True)
+            unlogged = self._unlogged
+            if unlogged is not None and unlogged[0] == hooks.step_resets and unlogged[1][0] == last:
+                # NOTE: the last step end was processed before closing (its batch was due: batch_steps or batch_s)
+                # without being logged: it is logged now, as the closing one
+                self._log_again(unlogged[1])
         if not self._paused:
             self._detach_recording()
         for device, tally in self._tallies.items():
