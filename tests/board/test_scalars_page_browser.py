@@ -196,7 +196,9 @@ def test_the_first_row_is_drawn_before_any_chart_asks_for_its_figure(page: Page,
         wait_drawn(page, tag)
     calls = page.evaluate("() => window.__callbacks")
     before = [output for at, output in calls if at < drawn_at]
-    assert len(before) <= 2 and any("_pages_content" in output for output in before), before  # + the sections' check
+    # NOTE: no count of `before`: on a loaded machine a poll tick may come before the first row is drawn; what
+    # matters is that the first row came with the page and no chart asked for its figure before it was on screen.
+    assert any("_pages_content" in output for output in before), before
     assert not any("scalars-graph" in output for output in before), before
     after = [output for at, output in calls if at >= drawn_at and "scalars-graph" in output]
     assert len(after) >= len(tags) - 2, calls  # each chart once when the first row is drawn (and once a poll tick)
