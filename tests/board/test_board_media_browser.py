@@ -47,7 +47,15 @@ def test_text_page_renders_markdown_without_html(page: Page, board) -> None:
     expect(cell.locator("a")).to_have_count(2)
     hrefs = cell.locator("a").evaluate_all("links => links.map(link => link.getAttribute('href'))")
     assert hrefs == ["javascript:void(0)"] * 2  # react-markdown's URL sanitizer replaced both
-    page.wait_for_timeout(300)
+    # NOTE: the one vector that could act late is an <img src=x onerror=...> (its load must fail first): a control
+    # image of ours with the same src, created after the cell was drawn, must have failed (its listener ran) before
+    # the check, so a hostile one, had it been made, would have had its error too (no fixed wait)
+    assert page.evaluate("""() => new Promise(resolve => {
+        const control = new Image();
+        control.addEventListener('error', () => resolve('failed'));
+        control.addEventListener('load', () => resolve('loaded'));
+        control.src = 'x';
+    })""") == "failed"
     assert page.evaluate("() => window.__pwned") is None
     _shot(page, "text_hostile")
     pick_option(page, "text-tag", "notes")
