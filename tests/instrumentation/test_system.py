@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -193,6 +194,13 @@ def test_descendants_come_from_the_kernel_child_lists_as_psutil_finds_them(monke
             parent.wait()
 
 
+def _wait_until(condition: Callable[[], bool], limit_s: float = 120.0) -> None:
+    """Until ``condition()`` holds (a state, bounded: the assertions after it say what did not happen)."""
+    deadline = time.monotonic() + limit_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("every", [None, 1])
 def test_dear_samples_are_spaced_to_keep_within_the_budget_unless_every_is_given(tmp_path: Path, monkeypatch,
                                                                                every: int | None) -> None:
@@ -213,9 +221,11 @@ def test_dear_samples_are_spaced_to_keep_within_the_budget_unless_every_is_given
     monkeypatch.setattr(SystemSampler, "_account", counted)
     with SummaryWriter(tmp_path / "run") as writer:
         sampler = SystemSampler(writer, interval=0.01, gpus=False, budget=0.02, every=every)
-        time.sleep(1.5)  # past the warm-up (32 wake-ups) and a few decisions
+        # NOTE: counts, not times: past the warm-up (32 wake-ups) and a few decisions, then 150 wake-ups counted (a
+        # loaded machine wakes the thread late, so a fixed sleep held fewer of them); each wait bounded at 120 s
+        _wait_until(lambda: sampler.pace.seen_steps >= sampler.pace.warmup_steps + 64)
         calls[0], wakes[0] = 0, 0
-        time.sleep(2.0)
+        _wait_until(lambda: wakes[0] >= 150)
         sampler.close()
     if every is None:
         # 3 ms per 13 ms wake-up is 23 %: within 2 % (half of it for the timed work) is one wake-up in 30 or more
