@@ -127,7 +127,9 @@ def test_make_demo_checks_the_port_before_training(tmp_path: Path) -> None:
     """`make demo` on a taken port stops at once, before the demo writes anything, naming `make demo PORT=`."""
     logdir = tmp_path / "demo-logs"
     make = ["make", "-o", ".venv/.installed", "demo", f"PY={sys.executable}", f"LOGDIR={logdir}"]  # -o: no install
-    planned = subprocess.run([*make, "-n", "PORT=6006"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    alone = {**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""}  # under `make test`: no "Entering directory" lines
+    planned = subprocess.run([*make, "-n", "PORT=6006"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                             env=alone)
     commands = planned.stdout.splitlines()  # checked first: a demo that trains before the check would run minutes
     assert "board.port_check --port 6006" in commands[0] and "instrumentation.demo" in commands[1], commands
     with socket.socket() as busy:
@@ -135,7 +137,7 @@ def test_make_demo_checks_the_port_before_training(tmp_path: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         result = subprocess.run([*make, f"PORT={port}"], cwd=REPO, capture_output=True, text=True, timeout=120,
-                                env={**os.environ, "MAKEFLAGS": ""})
+                                env=alone)
     assert result.returncode != 0
     assert f"port {port} on 127.0.0.1 is in use; choose another with make demo PORT=<n>" in result.stderr
     assert "instrumentation.demo" not in result.stdout and not logdir.exists()
