@@ -26,7 +26,8 @@ def is_thinned(steps: np.ndarray) -> bool:
 
 def sampling_note(steps: np.ndarray) -> str | None:
     """None for a series measured at every step from its first to its last; else its latest sampling interval,
-    "every 16 steps from step 32" (", last at step 171" when a later point is off that interval); when no three
+    "every 16 steps from step 32" (", last at step 171" when one later point is off that interval, " to step 99, then
+    at steps 120, 171" or "..., then 9 points to step 400" for more); when no three
     points in a row are equally spaced, its steps ("at steps 45, 90") or, past MAX_LISTED, how many points."""
     steps = np.asarray(steps, np.int64)
     if not is_thinned(steps):
@@ -42,4 +43,11 @@ def sampling_note(steps: np.ndarray) -> str | None:
     begin = int(off[-1]) + 1 if len(off) else 0
     end = last + 2  # the stretch's last point
     note = f"{'every step' if every == 1 else f'every {every} steps'} from step {int(steps[begin])}"
-    return note + (f", last at step {int(steps[-1])}" if end < len(steps) - 1 else "")
+    after = steps[end + 1:]
+    if len(after) == 1:
+        return note + f", last at step {int(after[0])}"
+    if len(after) > 1:  # the regular stretch ended: say where, and what came after it
+        later = (f"at steps {', '.join(str(step) for step in after.tolist())}" if len(after) <= MAX_LISTED
+                 else f"{len(after)} points to step {int(after[-1])}")
+        return note + f" to step {int(steps[end])}, then {later}"
+    return note
