@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import Page, expect
 
-from board_helpers import watch_console
+from board_helpers import open_page_at
 from instrumentation.demo import RUNS
 from instrumentation.demo.cli import train_run
 from instrumentation.format import alert_names as kinds
@@ -72,9 +72,7 @@ def test_every_demo_badge_opens_its_evidence_with_the_step_marked(page: Page, tm
         train_run(run, str(logdir), seed=0)
     expected = {kind for run in RUNS for kind in run.expected_alerts}
     board = serve_board(logdir)
-    errors = watch_console(page)
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(board.url + "/")
+    errors = open_page_at(page, board.url + "/", TIMEOUT_MS)
     badges = page.locator("#runs-alerts .fs-alert-link")
     expect(badges.first).to_be_visible()
     found = [(link.get_attribute("href"), link.text_content()) for link in badges.all()]

@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 from alert_runs import write_alert_runs
 from board.components.dynamics_alerts_table import alert_link
 from board.data.alerts import RunAlert
-from board_helpers import watch_console
+from board_helpers import open_page_at, watch_console
 from instrumentation import SummaryWriter
 
 pytestmark = pytest.mark.browser
@@ -72,9 +72,7 @@ def test_dynamics_draws_points_written_while_open_and_leaves_unmeasured_steps_bl
 
     write(first)
     board = serve_board(logdir)
-    errors = watch_console(page)
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(board.url + "/dynamics?run=run")
+    errors = open_page_at(page, board.url + "/dynamics?run=run", TIMEOUT_MS)
     page.wait_for_function(f"() => {{ const gd = document.querySelector('{_plot('dynamics-ratios')}');"
                            " return gd && gd.data && gd.data.length > 0; }")
     expect(page.locator("#dynamics-sampling")).to_contain_text(
