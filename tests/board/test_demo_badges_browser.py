@@ -14,6 +14,7 @@ from board_helpers import open_page_at
 from instrumentation.demo import RUNS
 from instrumentation.demo.cli import train_run
 from instrumentation.format import alert_names as kinds
+from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
 
 pytestmark = pytest.mark.browser
 TIMEOUT_MS = 60_000
@@ -23,6 +24,19 @@ DYNAMICS_GRAPH = {kinds.LOSS_SPIKE: "dynamics-loss", kinds.EXPLODING_GRADIENT: "
                   kinds.NONFINITE: "dynamics-loss"}
 MEMORY_TIMELINE = "[id='{\"device\":\"cpu\",\"type\":\"memory-timeline\"}'] .js-plotly-plot"
 MEMORY_MARK = {kinds.LEAK: "leak-step", kinds.OOM: "oom-step"}
+STRAGGLER_TRIES = 3
+
+
+def _train_demo(logdir: Path) -> None:
+    """Every demo run, as `make demo` trains them. NOTE: the 2-rank MPI job on 2 cores under a second full test run
+    (load 10+) once left its straggler unreported; only that job is trained again, at most STRAGGLER_TRIES times
+    in all, until rank 1's alert is there (the detector's load limits are in docs/testing.md)."""
+    for run in RUNS:
+        for _ in range(STRAGGLER_TRIES if kinds.STRAGGLER in run.expected_alerts else 1):
+            run_dir, _outcome = train_run(run, str(logdir), seed=0)
+            if kinds.STRAGGLER not in run.expected_alerts or AlertReader(
+                    Path(run_dir) / "rank1" / ALERTS_RELPATH).read():
+                break
 
 
 def _shapes_when(page: Page, selector: str, condition: str) -> list[dict]:
@@ -68,8 +82,7 @@ def _check_mark(page: Page, kind: str, step: int) -> None:
 
 def test_every_demo_badge_opens_its_evidence_with_the_step_marked(page: Page, tmp_path: Path, serve_board) -> None:
     logdir = tmp_path / "logs"
-    for run in RUNS:
-        train_run(run, str(logdir), seed=0)
+    _train_demo(logdir)
     expected = {kind for run in RUNS for kind in run.expected_alerts}
     board = serve_board(logdir)
     errors = open_page_at(page, board.url + "/", TIMEOUT_MS)

@@ -117,8 +117,11 @@ def test_histograms_draw_a_histogram_written_while_open(page: Page, tmp_path: Pa
                            " return Array.from(gd.data[gd.data.length - 1].x).includes(20); }")
     assert page.eval_on_selector(_plot("histograms-distribution"), median) == [0, 10, 20]
     expect(page.locator("#histograms-distribution .gtitle")).to_contain_text("4 NaN/Inf values left out (step 20)")
+    # the ridgeline is another figure: its redraw may land after the distribution's
+    page.wait_for_function(f"() => {{ const gd = document.querySelector('{_plot('histograms-ridgeline')}');"
+                           " return gd && gd.data && gd.data.some(t => t.name === 'step 20'); }")
     ridges = page.eval_on_selector(_plot("histograms-ridgeline"), "gd => gd.data.map(t => t.name)")
-    assert "step 20" in ridges
+    assert sorted(ridges) == ["step 0", "step 10", "step 20"]
     assert errors == []
 
 
