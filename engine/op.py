@@ -67,6 +67,11 @@ class Function:
     module: str = ""
     freed: bool = False
 
+    # Facts an op declares about itself (graph passes, replay and the CUDA backend read these, never a name table):
+    ufunc: tuple[Any, int] | None = None  # (NumPy ufunc, arity): the op is that one elementwise ufunc of its inputs
+    saves_no_arrays: bool = False  # backward reads no array that forward saved (only shapes or nothing)
+    random: bool = False  # draws random numbers: two calls on the same inputs differ (never merged or folded)
+
     def forward(self, *arrays: Any) -> Any:
         raise NotImplementedError
 

@@ -23,11 +23,7 @@ from engine.tensor import Tensor
 
 active: "Tracer | None" = None
 _ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RANDOM_OPS = frozenset({"Dropout"})
-# Elementwise ops fusion can compute as one ufunc (their backward needs no array saved by forward).
-UFUNCS: dict[str, tuple[Any, int]] = {"Add": (np.add, 2), "Sub": (np.subtract, 2), "Neg": (np.negative, 1),
-                                      "Mul": (np.multiply, 2), "Div": (np.true_divide, 2), "Accumulate": (np.add, 2)}
-STATELESS_BACKWARD = frozenset({"Add", "Sub", "Neg"})
+ACCUMULATE_UFUNC = (np.add, 2)  # the backward sum of two gradients of one value (a node of the trace, not an op)
 
 
 class TracingError(RuntimeError):
@@ -145,11 +141,10 @@ class Tracer:
             run = _bound_forward(op, len(in_ids), [key for key, _ in bindings])
             in_ids += [vid for _, vid in bindings]
             attrs = attrs + (("bound", tuple(key for key, _ in bindings)),)
-        ufunc = UFUNCS.get(name) if name in STATELESS_BACKWARD or name in ("Mul", "Div") else None
         node = Node(nid, name, "forward", run, in_ids, [nid], [result.shape], [str(result.dtype)],
                     _hooks.module_stack[-1], _hooks.phase if _hooks.phase != "backward" else "forward", instance=op,
-                    attrs=(name,) + attrs, deterministic=name not in RANDOM_OPS,
-                    ufunc=ufunc, kept=self.constructed.get(id(op), ()))
+                    attrs=(name,) + attrs, deterministic=not op.random,
+                    ufunc=op.ufunc, kept=self.constructed.get(id(op), ()))
         self.nodes.append(node)
         self.ids[id(result)] = nid
         self.array_ids[id(result._data)] = nid
@@ -249,7 +244,7 @@ class Tracer:
             return new
         out = arrays[previous] + arrays[new]
         vid = self._emit("Accumulate", "accumulate", np.add, [previous, new], [out], "backward", module)
-        self.nodes[-1].ufunc = UFUNCS["Accumulate"]
+        self.nodes[-1].ufunc = ACCUMULATE_UFUNC
         arrays[vid] = out
         return vid
 

@@ -30,6 +30,7 @@ class _Binary(Function):
 
 class Add(_Binary):
     symbol = "+"
+    ufunc, saves_no_arrays = (np.add, 2), True
 
     def forward(self, a, b):
         self._shapes(a, b)
@@ -41,6 +42,7 @@ class Add(_Binary):
 
 class Sub(_Binary):
     symbol = "-"
+    ufunc, saves_no_arrays = (np.subtract, 2), True
 
     def forward(self, a, b):
         self._shapes(a, b)
@@ -53,6 +55,7 @@ class Sub(_Binary):
 
 class Mul(_Binary):
     symbol = "*"
+    ufunc = (np.multiply, 2)
 
     def forward(self, a, b):
         self.a, self.b = a, b
@@ -67,6 +70,7 @@ class Mul(_Binary):
 
 class Div(_Binary):
     symbol = "/"
+    ufunc = (np.true_divide, 2)
 
     def forward(self, a, b):
         self.a, self.b = a, b
@@ -101,6 +105,7 @@ class Pow(_Binary):
 
 class Neg(Function):
     output_nbytes = elementwise_nbytes
+    ufunc, saves_no_arrays = (np.negative, 1), True
 
     def forward(self, a):
         return -a

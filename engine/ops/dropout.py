@@ -13,6 +13,7 @@ class Dropout(Function):
     distributed job), so ``engine.manual_seed`` fixes it."""
 
     output_nbytes = elementwise_nbytes
+    random = True
 
     def __init__(self, p: float) -> None:
         self.p = p

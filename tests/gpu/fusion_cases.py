@@ -9,9 +9,11 @@ import engine
 from engine import nn
 from engine.graph.ir import Graph, Node
 from engine.graph.passes import elementwise_fusion
-from engine.graph.trace import UFUNCS
+from engine.graph.trace import ACCUMULATE_UFUNC
+from engine.ops.arithmetic import Add, Div, Mul, Neg, Sub
 from tests.engine.graph.digits_step import training_step
 
+UFUNCS = {op.__name__: op.ufunc for op in (Add, Sub, Neg, Mul, Div)} | {"Accumulate": ACCUMULATE_UFUNC}
 DTYPES = (np.float32, np.float64)
 SHAPE = (37, 20)  # 740 elements: three blocks of 256 threads, the last one partial
 CHAINS = {  # name -> (ops, the inputs each reads besides the previous result, input shapes)

@@ -13,8 +13,10 @@ from engine.graph import replay
 from engine.graph.ir import Graph, Node
 from engine.graph.passes import (common_subexpressions, constant_folding, dead_code, elementwise_fusion,
                                  inplace_updates, memory_planning, optimise)
-from engine.graph.trace import UFUNCS
+from engine.graph.trace import ACCUMULATE_UFUNC
+from engine.ops.arithmetic import Add, Div, Mul, Neg, Sub
 
+UFUNCS = {op.__name__: op.ufunc for op in (Add, Sub, Neg, Mul, Div)} | {"Accumulate": ACCUMULATE_UFUNC}
 S = (4, 3)
 
 
