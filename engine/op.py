@@ -70,13 +70,22 @@ class Function:
     # Facts an op declares about itself (graph passes, replay and the CUDA backend read these, never a name table):
     ufunc: tuple[Any, int] | None = None  # (NumPy ufunc, arity): the op is that one elementwise ufunc of its inputs
     saves_no_arrays: bool = False  # backward reads no array that forward saved (only shapes or nothing)
+    saves_inputs: bool = True  # backward reads input arrays (False: a replay frees the inputs at once)
+    keeps_output: bool = True  # forward keeps its result (False: a replay may overwrite it once it is dead)
     random: bool = False  # draws random numbers: two calls on the same inputs differ (never merged or folded)
+    differentiable: bool = True  # False: the result never requires grad (comparisons); backward is never called
+    cuda_kernel: str | None = None  # the kernels/<name>.cu source its CuPy branch launches (engine.backend.cuda)
 
     def forward(self, *arrays: Any) -> Any:
         raise NotImplementedError
 
     def backward(self, grad: Any) -> tuple[Any, ...]:
         raise NotImplementedError(f"{type(self).__name__} has no gradient")
+
+    def replay_kernel(self, node: Any) -> Callable[..., Any] | None:
+        """A replacement for ``node.run`` (this op's forward or backward node in a traced graph) with the branches
+        the trace fixed decided once, computing the same bits; None: replay calls the op itself."""
+        return None
 
     def output_nbytes(self, *arrays: Any) -> int | None:
         """The bytes of the new buffer ``forward(*arrays)`` will return (0 for a view of an input), from shapes and
@@ -126,7 +135,7 @@ class Function:
         key = _memory.register(out, "activation", type(self).__name__)
         result = Tensor.__new__(Tensor)
         result._data, result._mem_key, result.grad, result.name = out, key, None, None
-        if needs_grad:
+        if needs_grad and self.differentiable:
             self.parents = inputs
             self.needs_input_grad = tuple(t.requires_grad for t in inputs)
             self.module = _hooks.module_stack[-1]

@@ -1,4 +1,5 @@
-"""Comparisons (results carry no gradient) and ``where``, which routes the gradient by a condition."""
+"""Comparisons (Functions whose boolean results carry no gradient) and ``where``, which routes the gradient by a
+condition."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,57 +7,84 @@ from typing import Any
 import numpy as np
 
 from engine import hooks as _hooks
-from engine import memory as _memory
 from engine.backend import cuda_backend as _cuda
 from engine.backend import get_array_module, op_array_module
-from engine.graph import trace as _trace
 from engine.op import Function
 from engine.ops._util import as_tensor, broadcast_shape, result_dtype, shape_nbytes, unbroadcast
 from engine.tensor import Tensor
 
 
-def _compare(name: str, a: Any, b: Any) -> Tensor:
+class _Comparison(Function):
+    """``ufunc`` of two arrays, broadcast: a bool array, outside the autograd graph (``differentiable = False``)."""
+
+    differentiable, saves_no_arrays, saves_inputs, keeps_output = False, True, False, False
+
+    def forward(self, a, b):
+        return getattr(self.xp, self.ufunc[0].__name__)(a, b)
+
+    def output_nbytes(self, a, b):
+        return shape_nbytes(broadcast_shape(a.shape, b.shape), np.bool_)
+
+
+class Less(_Comparison):
+    ufunc = (np.less, 2)
+
+
+class LessEqual(_Comparison):
+    ufunc = (np.less_equal, 2)
+
+
+class Greater(_Comparison):
+    ufunc = (np.greater, 2)
+
+
+class GreaterEqual(_Comparison):
+    ufunc = (np.greater_equal, 2)
+
+
+class Equal(_Comparison):
+    ufunc = (np.equal, 2)
+
+
+class NotEqual(_Comparison):
+    ufunc = (np.not_equal, 2)
+
+
+def _compare(op: type[_Comparison], a: Any, b: Any) -> Tensor:
     a_t = a if isinstance(a, Tensor) else None
     b = as_tensor(b, a_t)
     a = as_tensor(a, b)
-    xp = op_array_module(name, (a._data, b._data), _hooks.module_stack[-1]) if _cuda.in_use else np
-    ufunc = getattr(xp, name)
     try:
-        if _memory.limit_set:  # NOTE: not a Function (no gradient): its output is checked here, as __call__ does
-            _memory.check_room(shape_nbytes(broadcast_shape(a.shape, b.shape), np.bool_), a._data, name)
-        out = ufunc(a._data, b._data)
-    except ValueError:
-        raise ValueError(f"{name}: shapes {a.shape} and {b.shape} cannot be broadcast together") from None
-    except MemoryError as error:
-        raise _memory.refused_by_system(error, name, a._data)
-    result = Tensor._wrap_array(xp.asarray(out), "activation", name)
-    if _trace.active is not None:  # engine.function is recording: a comparison is a graph node too
-        _trace.active.record_plain(name, ufunc, (a, b), result)
-    return result
+        return op()(a, b)
+    except ValueError as error:
+        if "broadcast" not in str(error) and "operands could not" not in str(error):
+            raise
+        raise ValueError(f"{op.ufunc[0].__name__}: shapes {a.shape} and {b.shape} cannot be broadcast together") \
+            from None
 
 
 def less(a: Any, b: Any) -> Tensor:
-    return _compare("less", a, b)
+    return _compare(Less, a, b)
 
 
 def less_equal(a: Any, b: Any) -> Tensor:
-    return _compare("less_equal", a, b)
+    return _compare(LessEqual, a, b)
 
 
 def greater(a: Any, b: Any) -> Tensor:
-    return _compare("greater", a, b)
+    return _compare(Greater, a, b)
 
 
 def greater_equal(a: Any, b: Any) -> Tensor:
-    return _compare("greater_equal", a, b)
+    return _compare(GreaterEqual, a, b)
 
 
 def equal(a: Any, b: Any) -> Tensor:
-    return _compare("equal", a, b)
+    return _compare(Equal, a, b)
 
 
 def not_equal(a: Any, b: Any) -> Tensor:
-    return _compare("not_equal", a, b)
+    return _compare(NotEqual, a, b)
 
 
 class Where(Function):
