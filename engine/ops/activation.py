@@ -29,6 +29,7 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 class Tanh(Function):
     output_nbytes = elementwise_nbytes
+    saves_inputs = False  # backward reads its output
 
     def forward(self, x):
         self.out = self.xp.tanh(x)
@@ -40,6 +41,7 @@ class Tanh(Function):
 
 class Sigmoid(Function):
     output_nbytes = elementwise_nbytes
+    saves_inputs = False  # backward reads its output
 
     def forward(self, x):
         # exp(-|x|) never overflows: sigmoid(x) = 1/(1+e^-x) for x >= 0, e^x/(1+e^x) otherwise.
@@ -54,9 +56,15 @@ class Sigmoid(Function):
 
 class ReLU(Function):
     output_nbytes = elementwise_nbytes
+    saves_inputs = False  # backward reads its output
 
     def forward(self, x):
         self.out = self.xp.maximum(x, 0)
+        return self.out
+
+    def forward_in_place(self, x):
+        """``forward`` written into ``x`` (a dead input the graph's in-place pass hands over): the same bits."""
+        self.out = self.xp.maximum(x, 0, out=x)
         return self.out
 
     def backward(self, grad):

@@ -30,7 +30,7 @@ class _Binary(Function):
 
 class Add(_Binary):
     symbol = "+"
-    ufunc, saves_no_arrays = (np.add, 2), True
+    ufunc, saves_no_arrays, saves_inputs, keeps_output = (np.add, 2), True, False, False
 
     def forward(self, a, b):
         self._shapes(a, b)
@@ -42,7 +42,7 @@ class Add(_Binary):
 
 class Sub(_Binary):
     symbol = "-"
-    ufunc, saves_no_arrays = (np.subtract, 2), True
+    ufunc, saves_no_arrays, saves_inputs, keeps_output = (np.subtract, 2), True, False, False
 
     def forward(self, a, b):
         self._shapes(a, b)
@@ -105,7 +105,7 @@ class Pow(_Binary):
 
 class Neg(Function):
     output_nbytes = elementwise_nbytes
-    ufunc, saves_no_arrays = (np.negative, 1), True
+    ufunc, saves_no_arrays, saves_inputs, keeps_output = (np.negative, 1), True, False, False
 
     def forward(self, a):
         return -a
@@ -116,6 +116,8 @@ class Neg(Function):
 
 class MatMul(Function):
     """``a @ b`` for 1-d, 2-d and batched operands, as ``numpy.matmul``."""
+
+    keeps_output = False  # saves its inputs only
 
     def __call__(self, a: Tensor, b: Tensor) -> Tensor:  # type: ignore[override]
         if a.ndim == 0 or b.ndim == 0:

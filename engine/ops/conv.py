@@ -51,6 +51,8 @@ def add_windows(grad_windows: np.ndarray, shape: tuple[int, ...], stride: tuple[
 class Conv2d(Function):
     """x (N, C, H, W) ⋆ weight (O, C, kh, kw) (+ bias (O,)) → (N, O, H_out, W_out)."""
 
+    keeps_output = False  # saves the input's windows and the weight only
+
     def __init__(self, stride: tuple[int, int], padding: tuple[int, int, int, int]) -> None:
         self.stride, self.padding = stride, padding
 

@@ -9,6 +9,8 @@ from engine.tensor import Tensor
 class Linear(Function):
     """``y = x @ w.T (+ b)`` for x of shape (..., in), w (out, in), b (out,)."""
 
+    keeps_output = False  # saves its inputs only
+
     def forward(self, x, weight, bias=None):
         self.x, self.weight, self.has_bias = x, weight, bias is not None
         out = self.xp.matmul(x, weight.T)

@@ -23,7 +23,8 @@ def common_subexpressions(graph: Graph) -> Graph:
         graph.replace_uses(node.outputs[0], first.outputs[0])
         for other in graph.nodes:
             if other.ctx == node.id:
-                other.ctx, other.instance, other.run, other.kept = first.id, first.instance, first.instance.backward, first.kept
+                other.ctx, other.instance, other.kept = first.id, first.instance, first.kept
+                other.run = first.instance.backward
         removed.append(node.id)
         merged.append({"into": first.id, "from": [node.id]})
     graph.nodes = kept

@@ -2,8 +2,9 @@
 one node. On host arrays it allocates its output once and evaluates every step into it with ``out=`` (NumPy ufuncs,
 so the bits are those of the unfused ops). On device arrays it runs as one generated CUDA C kernel
 (engine/backend/cuda/fused.py) where the generator covers the chain and its inputs, else as the same ufunc chain on
-CuPy arrays. Members whose backward reads arrays saved by forward (Mul, Div with a gradient) are not fused; Add/Sub/Neg
-keep their (static) saved shapes. Inputs other than the previous result may broadcast (a bias, a scalar)."""
+CuPy arrays. A node is elementwise when its op declares a ``ufunc`` (``Function.ufunc``); members whose backward reads
+arrays saved by forward (Mul, Div with a gradient) are not fused, those that declare ``saves_no_arrays`` (Add/Sub/Neg:
+static saved shapes) are. Inputs other than the previous result may broadcast (a bias, a scalar)."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,10 +13,12 @@ import numpy as np
 
 from engine.graph.ir import Graph, Node, record_pass
 
+
 def _fusible(node: Node, read_by_backward: set[str]) -> bool:
     if node.ufunc is None or node.kind not in ("forward", "accumulate") or len(node.outputs) != 1:
         return False
-    return node.kind == "accumulate" or node.op in ("Add", "Sub", "Neg") or node.id not in read_by_backward
+    return (node.kind == "accumulate" or getattr(node.instance, "saves_no_arrays", False)
+            or node.id not in read_by_backward)
 
 
 def elementwise_fusion(graph: Graph) -> Graph:

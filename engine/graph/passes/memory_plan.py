@@ -1,16 +1,13 @@
 """Memory planning: each value is dropped (and its allocator record released) right after its last use, where a
 use by a forward op with a backward node lasts until that backward node (as an eager op holds its inputs until its
-backward ran) unless the op's backward reads no input (``SAVES_NO_INPUT``: eager autograd keeps them until then, a
-replay drops them at once); after an op instance's last backward node its saved arrays are let go (as eager autograd frees a
-node). Values are never written to before they are dead: reuse happens through the fused chains' single output
-buffer and the in-place accumulations (passes before this one)."""
+backward ran) unless the op's backward reads no input (the op declares ``saves_inputs = False``: eager autograd keeps
+them until then, a replay drops them at once); after an op instance's last backward node its saved arrays are let go
+(as eager autograd frees a node). Values are never written to before they are dead: reuse happens through the fused
+chains' single output buffer and the in-place accumulations (passes before this one)."""
 from __future__ import annotations
 
 from engine.graph.ir import Graph, record_pass
 
-
-# Ops whose backward reads no input array (only their own output, or nothing but static shapes).
-SAVES_NO_INPUT = frozenset({"ReLU", "Tanh", "Sigmoid", "Exp", "Sqrt", "Add", "Sub", "Neg"})
 
 
 def memory_planning(graph: Graph) -> Graph:
@@ -23,7 +20,7 @@ def memory_planning(graph: Graph) -> Graph:
             backward_of[node.ctx] = max(backward_of.get(node.ctx, -1), i)
     for i, node in enumerate(graph.nodes):
         # an op's inputs live until its backward (eager: its parents), unless its backward reads none of them
-        end = i if node.op in SAVES_NO_INPUT else max(i, backward_of.get(node.id, -1))
+        end = max(i, backward_of.get(node.id, -1)) if getattr(node.instance, "saves_inputs", True) else i
         for v in node.inputs:
             last_use[v] = max(last_use.get(v, -1), end)
         for v in node.outputs:

@@ -14,13 +14,19 @@ from engine.graph.ir import Graph, Node
 from engine.graph.passes import (common_subexpressions, constant_folding, dead_code, elementwise_fusion,
                                  inplace_updates, memory_planning, optimise)
 from engine.graph.trace import ACCUMULATE_UFUNC
-from engine.ops.arithmetic import Add, Div, Mul, Neg, Sub
+from engine.ops.activation import ReLU
+from engine.ops.arithmetic import Add, Div, MatMul, Mul, Neg, Sub
+from engine.ops.linear import Linear
 
 UFUNCS = {op.__name__: op.ufunc for op in (Add, Sub, Neg, Mul, Div)} | {"Accumulate": ACCUMULATE_UFUNC}
+OPS = {op.__name__: op for op in (Add, Sub, Neg, Mul, Div, MatMul, Linear, ReLU)}  # what passes read of an op
 S = (4, 3)
 
 
 def node(nid, op, inputs, run=None, kind="forward", shape=S, **extra):
+    """A hand-built node; a forward node of an engine op carries an instance of it (passes read the op's facts)."""
+    if kind == "forward" and op in OPS:
+        extra.setdefault("instance", OPS[op]())
     ufunc = UFUNCS.get(op)
     if run is None:
         run = ufunc[0] if ufunc else (lambda *a: a[0])
