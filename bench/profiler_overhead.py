@@ -1,10 +1,15 @@
-"""Profiler cost: digits-MLP step time with the profiler off / recording vs torch.profiler on the same PyTorch MLP,
-trace bytes per step, and the time the Profile page needs to open a 1M-event trace with its top-ops table.
+"""Profiler cost: MLP step time with the profiler off / recording (trace export included) vs torch.profiler on the
+same PyTorch MLP, per row of the target, and the time the Profile page needs to open a 1M-event trace.
 
-Run ``python bench/profiler_overhead.py [--repeats 41] [--steps 100] [--events 1000000]``. Everything runs in one
-process. Each repeat times the five configurations back to back (the engine's three and the torch pair, each in
-rotating order: each configuration takes every place in turn); a profiler's ratio is taken within
-each repeat (profiled / off of the same repeat) and the median of those ratios reported, with their quartiles.
+Run ``python bench/profiler_overhead.py [--rows all] [--repeats 9] [--cycle-steps 100] [--events 1000000]``.
+Rows (``bench/mlp_rows.py``): MLPs 64-W-W-10 of widths 64-512 trained with Adam at batch sizes 32-128, plus
+``digits`` (the one-hidden-layer MLP of earlier figures). A profiled measurement is one capture of
+``--cycle-steps`` steps: ``profile(logdir)`` entered, the steps run, and its exit (building the trace, writing it
+gzipped with its columns sidecar) timed with them, so the export is amortised over the cycle's steps. The peer is
+``torch.profiler`` (CPU activity, shapes and memory recorded) on the same PyTorch model, its ``export_chrome_trace``
+included. Each repeat times a row's four configurations back to back in rotating order (each takes every place in
+turn); a profiler's ratio is taken within each repeat (profiled / off of the same repeat) and the median of those
+ratios reported, with their quartiles. Everything runs in one process, one BLAS and torch thread.
 """
 from __future__ import annotations
 
@@ -18,56 +23,26 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import engine  # noqa: E402
 import instrumentation  # noqa: E402
-from engine import hooks, nn  # noqa: E402
-from engine.nn import functional as F  # noqa: E402
+from bench import mlp_rows  # noqa: E402
 from instrumentation.format import trace as fmt  # noqa: E402
 
-BATCH = 32
 TARGET_RATIO = 1.10
 TARGET_OPEN_S = 3.0
 
 
-def engine_step() -> Callable[[], None]:
-    engine.manual_seed(0)
-    (x, y), _ = engine.datasets.load_digits(0)
-    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
-    optimizer = engine.optim.Adam(model.parameters(), lr=1e-3)
-    x_t, y_t = engine.tensor(x[:BATCH]), engine.tensor(y[:BATCH])
-
-    def step() -> None:
-        hooks.mark_step_begin()
-        optimizer.zero_grad()
-        F.cross_entropy(model(x_t), y_t).backward()
-        optimizer.step()
-    return step
+def engine_step(row: tuple[int, int] | None = mlp_rows.DIGITS) -> Callable[[], None]:
+    return mlp_rows.engine_step(row)
 
 
-def torch_step(torch: Any) -> Callable[[], None]:
-    torch.manual_seed(0)
-    (x, y), _ = engine.datasets.load_digits(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x_t, y_t = torch.from_numpy(x[:BATCH]), torch.from_numpy(y[:BATCH])
-
-    def step() -> None:
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(model(x_t), y_t).backward()
-        optimizer.step()
-    return step
-
-
-def timed_ms(step: Callable[[], None], steps: int, around: Callable[[], Any] | None = None) -> float:
-    """ms per step; ``around()`` gives a context manager entered outside the timed loop (its exit is not timed).
+def timed_ms(step: Callable[[], None], steps: int, around: Callable[[], Any] | None = None) -> tuple[float, float]:
+    """(ms per step with ``around``'s exit included, ms of that exit); ``around()`` gives a context manager entered
+    outside the timed loop (its exit, the export, is timed).
 
     NOTE: the heap is collected first (untimed). torch.profiler's results are cyclic garbage worth ~200 ms of
-    collection; left in place, the next configuration that allocates enough to start a collection pays for them
-    (that was the engine-recording row: 4-5x instead of ~1.3x)."""
+    collection; left in place, the next configuration that allocates enough to start a collection pays for them."""
     gc.collect()
     context = around() if around is not None else None
     if context is not None:
@@ -75,48 +50,93 @@ def timed_ms(step: Callable[[], None], steps: int, around: Callable[[], Any] | N
     start = time.perf_counter()
     for _ in range(steps):
         step()
-    elapsed = time.perf_counter() - start
+    steps_done = time.perf_counter()
     if context is not None:
         context.__exit__(None, None, None)
-    return elapsed * 1e3 / steps
+    end = time.perf_counter()
+    return (end - start) * 1e3 / steps, (end - steps_done) * 1e3
 
 
-def step_ratios(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]]:
+class _TorchCapture:
+    """torch.profiler around the steps; its exit writes the Chrome trace (the peer of ``profile(logdir)``)."""
+
+    def __init__(self, torch: Any, directory: str) -> None:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        self.profiler = torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True)
+        self.path = os.path.join(directory, "torch_trace.json")
+
+    def __enter__(self) -> None:
+        self.profiler.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self.profiler.__exit__(None, None, None)
+        self.profiler.export_chrome_trace(self.path)
+
+
+CONFIGS = ("engine off", "engine profiled", "torch off", "torch.profiler")
+
+
+def row_runs(row: tuple[int, int] | None, args: argparse.Namespace, directory: str) -> dict[str, Any]:
+    """A row's interleaved repeats: per configuration its ms/step, per profiler its ratios and export ms."""
     import torch
 
-    torch.set_num_threads(1)  # NOTE: tiny matrices; more threads only add contention on a shared machine
-
-    ours, theirs = engine_step(), torch_step(torch)
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    torch_profiler = lambda: torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True)  # noqa: E731
-    # mid-cycle of a schedule: the profiler follows the engine's step ends (the cycle ends after the block)
-    scheduled = lambda: instrumentation.profile(schedule=instrumentation.schedule(wait=0, warmup=0, active=10**9))  # noqa: E731
+    ours, theirs = mlp_rows.engine_step(row), mlp_rows.torch_step(torch, row)
     for _ in range(args.warmup):
         ours(), theirs()
-    groups = [(ours, [("engine off", None), ("engine recording", instrumentation.profile),
-                      ("engine recording, scheduled", scheduled)]),
-              (theirs, [("torch off", None), ("torch.profiler", torch_profiler)])]
-    runs: dict[str, list[float]] = {name: [] for _, configs in groups for name, _ in configs}
+    groups = [(ours, [("engine off", None), ("engine profiled", lambda: instrumentation.profile(directory))]),
+              (theirs, [("torch off", None), ("torch.profiler", lambda: _TorchCapture(torch, directory))])]
+    runs: dict[str, list[float]] = {name: [] for name in CONFIGS}
+    exports: dict[str, list[float]] = {"engine profiled": [], "torch.profiler": []}
     for repeat in range(args.repeats):
         for step, configs in groups:
             shift = repeat % len(configs)  # NOTE: each configuration takes every place in the order in turn
             for name, around in configs[shift:] + configs[:shift]:
-                runs[name].append(timed_ms(step, args.steps, around))
-    ratios = {name: [p / o for p, o in zip(runs[name], runs[configs[0][0]])] for _, configs in groups
-              for name, _ in configs[1:]}
-    medians = {name: statistics.median(values) for name, values in runs.items()}
+                ms, export_ms = timed_ms(step, args.cycle_steps, around)
+                runs[name].append(ms)
+                if name in exports:
+                    exports[name].append(export_ms)
+    ratios = {"engine profiled": [p / o for p, o in zip(runs["engine profiled"], runs["engine off"])],
+              "torch.profiler": [p / o for p, o in zip(runs["torch.profiler"], runs["torch off"])]}
+    return {"ms": {name: statistics.median(values) for name, values in runs.items()}, "ratios": ratios,
+            "export_ms": {name: statistics.median(values) for name, values in exports.items()}}
+
+
+def _quartiles(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.2f}-{values[0]:.2f}"
+    low, _, high = statistics.quantiles(values, n=4)
+    return f"{low:.2f}-{high:.2f}"
+
+
+def step_table(args: argparse.Namespace) -> tuple[bool, dict[str, Any]]:
+    """Print one line per row as it is measured; returns (every row meets the target, a sample trace)."""
+    import torch
+
+    torch.set_num_threads(1)  # NOTE: tiny matrices; more threads only add contention on a shared machine
+    print(f"{'row':<8} {'off ms':>8} {'prof ms':>8} {'export':>7} {'ratio':>6} {'p25-p75':>10}  "
+          f"{'torch off':>9} {'t.prof':>8} {'ratio':>6} {'p25-p75':>10}  target")
+    print(f"{'':<8} {'/step':>8} {'/step':>8} {'ms/cyc':>7}")
+    meets = True
     with tempfile.TemporaryDirectory() as directory:
-        prof = instrumentation.profile(directory)
-        with prof:
-            for _ in range(args.steps):
-                ours()
-            export_start = time.perf_counter()
-        export_s = time.perf_counter() - export_start  # what a schedule's last step of a cycle pays, once per cycle
-        trace_bytes = os.path.getsize(prof.traces_written[0])
+        for row in args.rows:
+            result = row_runs(row, args, directory)
+            ms, ratios, exports = result["ms"], result["ratios"], result["export_ms"]
+            ours, theirs = statistics.median(ratios["engine profiled"]), statistics.median(ratios["torch.profiler"])
+            verdict = "meets" if ours <= TARGET_RATIO else "MISSES"
+            meets = meets and ours <= TARGET_RATIO
+            print(f"{mlp_rows.row_name(row):<8} {ms['engine off']:>8.3f} {ms['engine profiled']:>8.3f} "
+                  f"{exports['engine profiled']:>7.1f} {ours:>5.2f}x {_quartiles(ratios['engine profiled']):>10}  "
+                  f"{ms['torch off']:>9.3f} {ms['torch.profiler']:>8.3f} {theirs:>5.2f}x "
+                  f"{_quartiles(ratios['torch.profiler']):>10}  {verdict}", flush=True)
+        step = mlp_rows.engine_step(args.rows[0])
+        with instrumentation.profile(directory) as prof:
+            for _ in range(args.cycle_steps):
+                step()
+        trace_bytes = os.path.getsize(prof.traces_written[-1])
         events = len(prof.last_trace["traceEvents"])
-    return medians, {"ratios": ratios, "trace_bytes_per_step": trace_bytes / args.steps, "events_per_step": events / args.steps,
-                     "export_ms": export_s * 1e3,
-                     "sample_trace": prof.last_trace}
+    print(f"row {mlp_rows.row_name(args.rows[0])}: trace bytes per step (gzip) {trace_bytes / args.cycle_steps:.0f}, "
+          f"events per step {events / args.cycle_steps:.0f}")
+    return meets, prof.last_trace
 
 
 def big_trace(sample: dict[str, Any], events: int) -> dict[str, Any]:
@@ -201,43 +221,38 @@ def single_threaded_blas() -> Any:
     return threadpoolctl.threadpool_limits(1)
 
 
+def _load() -> str:
+    """1, 5 and 15-minute load averages."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=41)
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--rows", default="all", help="all, or digits and/or WIDTHxBATCH, comma-separated")
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--cycle-steps", type=int, default=100, help="steps per capture (export amortised over them)")
+    parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--open-repeats", type=int, default=3, help="interleaved opens of the big trace, each way")
     parser.add_argument("--open-only", action="store_true", help="skip the step-time rows (uses a short sample run)")
     parser.add_argument("--skip-open", action="store_true", help="only the step-time rows (no big-trace opening)")
     args = parser.parse_args()
+    args.rows = list(mlp_rows.ROWS) if args.rows == "all" else [mlp_rows.parse_row(r) for r in args.rows.split(",")]
     limits = single_threaded_blas()  # noqa: F841 - kept alive for the whole run
-    load = os.getloadavg()[0]
-    print(f"# profiler overhead (1 BLAS/torch thread): digits MLP 64-128-10, batch {BATCH}, {args.steps} steps x {args.repeats} interleaved "
-          f"repeats (load average {load:.1f} on {os.cpu_count()} CPUs)")
+    print(f"# profiler overhead (1 BLAS/torch thread): MLPs 64-W-W-10 (row WxBATCH), Adam; {args.cycle_steps} steps "
+          f"per capture x {args.repeats} interleaved repeats; load average {_load()} on {os.cpu_count()} CPUs")
     if args.open_only:
         step = engine_step()
         with instrumentation.profile() as prof:
-            for _ in range(args.steps):
+            for _ in range(args.cycle_steps):
                 step()
         return open_report(prof.last_trace, args)
-    medians, extra = step_ratios(args)
-    print(f"{'configuration':<28} {'ms/step':>9} {'ratio':>7} {'ratio p25-p75':>15}  (ratio: median over repeats of profiled/off)")
-    ratios = extra["ratios"]
-    for name, value in medians.items():
-        if name in ratios:
-            quartiles = statistics.quantiles(ratios[name], n=4)
-            print(f"{name:<28} {value:>9.3f} {statistics.median(ratios[name]):>6.2f}x {quartiles[0]:>7.2f}-{quartiles[2]:.2f}x")
-        else:
-            print(f"{name:<28} {value:>9.3f} {1.0:>6.2f}x")
-    ours = statistics.median(ratios["engine recording"])
-    theirs = statistics.median(ratios["torch.profiler"])
-    verdict = "meets" if ours <= TARGET_RATIO and ours <= theirs else "MISSES"
-    print(f"recording ratio {ours:.2f}x vs target <= {TARGET_RATIO:.2f}x and <= torch.profiler's {theirs:.2f}x: {verdict}")
-    print(f"trace bytes per step (gzip): {extra['trace_bytes_per_step']:.0f}; events per step: {extra['events_per_step']:.0f}")
-    print(f"cycle-end export of {args.steps} steps (build + gzip write + columns sidecar; paid once per cycle, by the cycle's last step "
-          f"under a schedule; not in the rows above): {extra['export_ms']:.1f} ms")
-    return 0 if args.skip_open else open_report(extra["sample_trace"], args)
+    meets, sample = step_table(args)
+    print(f"ratio: median over repeats of profiled/off; engine profiled = recording + trace export (build, gzip write, "
+          f"columns sidecar: 'export ms/cyc', once per capture); target <= {TARGET_RATIO:.2f}x on every row: "
+          f"{'meets' if meets else 'MISSES'}")
+    print(f"# load average at the end: {_load()}")
+    return 0 if args.skip_open else open_report(sample, args)
 
 
 def open_report(sample: dict[str, Any], args: argparse.Namespace) -> int:

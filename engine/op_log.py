@@ -1,44 +1,76 @@
-"""OpLog: the profiler's recorder — a few ints per op in a flat list, with no event object.
+"""OpLog: the profiler's recorder — a few ints per op in a flat list, with no event object — and its decoder.
 
 An ``OpLog`` is a recorder (``engine.hooks.add_recorder(log)``): every op (forward ``Function.__call__`` and each
-backward ``Function.backward`` run by autograd) extends ``log.data`` with ``OP_LOG_STRIDE`` ints:
+backward ``Function.backward`` run by autograd) and every step boundary appends one record to ``log.data``. Readers
+never index ``data``: ``log.records()`` decodes it, once, into named records, in the order they were appended:
 
-    key code, step, start_ns, end_ns, output_bytes, allocated_bytes
+- ``OpRecord``: ``op, phase, module, step, start_ns, end_ns, input_shapes, input_dtypes, output_bytes,
+  allocated_bytes, node``. Times are ``time.perf_counter_ns()``: the start is taken right before the op computes
+  (after ``op_begin`` recorders), the end when the log's ``op`` is called, after the result is registered with the
+  allocator (backward ops: right after ``backward`` returns); its ``recorder_order`` of -1 puts it before other
+  recorders. ``allocated_bytes`` is the allocator's cpu total at the end. ``record_shapes=False``: shapes and
+  dtypes are ``()``. ``node``: the graph node id of an op replayed by ``engine.function``, else None.
+- ``BoundaryRecord``: ``kind, step, start_ns, end_ns, name``, one of
+  ``STEP_END`` (``hooks.mark_step_end``; the start is the step's begin), ``OPTIMIZER_STEP`` (``Optimizer.step``,
+  around the parameter updates; ``name`` is ``"<optimizer type>.step"``) and ``DATA_WAIT``
+  (``hooks.report_data_wait``: the wait that just ended),
 
-``key code`` indexes ``log.keys``: ``(op, phase, module, input_shapes, input_dtype_names)``, interned once per
-distinct key (``record_shapes=False``: shapes and dtypes are ``()``). Times are ``time.perf_counter_ns()``: the
-start is taken right before the op computes (after ``op_begin`` recorders), the end when the log's ``op`` is called,
-after the result is registered with the allocator (backward ops: right after ``backward`` returns); its
-``recorder_order`` of -1 puts it before other recorders. ``allocated_bytes`` is the allocator's cpu total at the
-end. Several logs may record at once.
+so a profiler holding the log needs no other step, optimizer or data-wait recorder. Several logs may record at once.
 
-It also appends the step's boundaries, in the same stride with a negative code (never a key's index):
-
-    STEP_END,       step, step_start_ns, end_ns, 0, 0           hooks.mark_step_end (the step's begin is its start)
-    OPTIMIZER_STEP, step, start_ns,      end_ns, name code, 0   Optimizer.step, around the parameter updates;
-                                                                names[name code] is "<optimizer type>.step"
-    DATA_WAIT,      step, start_ns,      end_ns, 0, 0           hooks.report_data_wait (the wait just ended)
-
-so a profiler holding the log needs no other step, optimizer or data-wait recorder. Ops replayed by
-``engine.function`` get a code per graph node: ``log.nodes[code]`` is the node id (``engine.hooks.graph_node``).
+NOTE: the storage is the one speed trick, kept in this file: an op appends ``_STRIDE`` ints with one
+``list.extend`` (a closure over the log's containers; no object per op survives, so recording adds no work for the
+cycle collector): a key code (an index into ``keys``, interned once per distinct op, phase, module, shapes and
+dtypes; boundary records use the negative kind instead), step, start_ns, end_ns, and two kind-specific ints
+(ops: output bytes, allocated bytes; optimizer steps: an index into ``names``). ``records()`` is the only reader of
+that layout.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Union
 
 from engine import hooks as _hooks
 from engine import memory as _memory
 
-OP_LOG_STRIDE = 6
+_STRIDE = 6  # ints per record (see the NOTE above)
 STEP_END = -1
 OPTIMIZER_STEP = -2
 DATA_WAIT = -3
 _now = time.perf_counter_ns
 
 
+class OpRecord(NamedTuple):
+    """One op of the log (see the module docstring)."""
+
+    op: str
+    phase: str
+    module: str
+    step: int
+    start_ns: int
+    end_ns: int
+    input_shapes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...]
+    output_bytes: int
+    allocated_bytes: int
+    node: str | None
+
+
+class BoundaryRecord(NamedTuple):
+    """A step end, an optimizer step or a data wait (``kind``: ``STEP_END``, ``OPTIMIZER_STEP``, ``DATA_WAIT``)."""
+
+    kind: int
+    step: int
+    start_ns: int
+    end_ns: int
+    name: str  # OPTIMIZER_STEP: "<optimizer type>.step"; "" for the others
+
+
+Record = Union[OpRecord, BoundaryRecord]
+
+
 class OpLog:
-    """Flat per-op records (see the module docstring); ``clear()`` empties ``data`` and keeps the interned keys.
+    """Per-op and boundary records (see the module docstring); ``records()`` reads them, ``clear()`` empties ``data``
+    and keeps the interned keys.
 
     ``op(op, module, inputs, outputs, output_bytes, start_ns)`` — the recorder method — appends one op of
     ``module`` that started at ``start_ns`` and ends now. It is a closure over this log's containers, built once:
@@ -88,6 +120,33 @@ class OpLog:
 
     def clear(self) -> None:
         del self.data[:]
+
+    def records(self) -> list[Record]:
+        """Every record so far, decoded, in the order appended: ``OpRecord`` and ``BoundaryRecord``."""
+        keys, names, nodes, data = self.keys, self.names, self.nodes, self.data
+        decoded: list[Record] = []
+        append, make_op, make_boundary = decoded.append, OpRecord._make, BoundaryRecord._make
+        # NOTE: the one place that knows the layout: zip over one iterator takes the ints _STRIDE at a time
+        for code, step, start_ns, end_ns, fifth, sixth in zip(*[iter(data)] * _STRIDE):
+            if code >= 0:
+                op, phase, module, shapes, dtypes = keys[code]
+                append(make_op((op, phase, module, step, start_ns, end_ns, shapes, dtypes, fifth, sixth,
+                                nodes.get(code))))
+            else:
+                append(make_boundary((code, step, start_ns, end_ns, names[fifth] if code == OPTIMIZER_STEP else "")))
+        return decoded
+
+    def op_count(self) -> int:
+        """How many ``OpRecord``s ``records()`` would return (without decoding them)."""
+        return sum(1 for code in self.data[::_STRIDE] if code >= 0)
+
+    def ops(self) -> list[OpRecord]:
+        """The op records of ``records()``."""
+        return [record for record in self.records() if record.__class__ is OpRecord]
+
+    def boundaries(self) -> list[BoundaryRecord]:
+        """The boundary records of ``records()``."""
+        return [record for record in self.records() if record.__class__ is BoundaryRecord]
 
     def intern_raw(self, key: tuple, arrays: Any) -> int:
         """The code of a raw key (built by ``op`` from ``arrays``), interning its readable form on first sight.

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 import engine
+from engine.op_log import OpRecord
 from instrumentation.format import trace as fmt
 from instrumentation.format import trace_sidecar
 from instrumentation.format.trace_columns import columns_from_trace
@@ -43,9 +44,9 @@ def flops_of(op: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ..
 
 def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> dict[str, Any]:
     """The trace of what ``recorder`` holds: ops, derived module spans, spans and memory counters."""
-    pid = os.getpid()
-    ops = recorder.ops
-    starts = ([r[4] for r in ops[:1]] + [s[2] for s in recorder.spans[:1]] + [c[3] for c in recorder.comm[:1]]
+    pid, host_tid = os.getpid(), fmt.TID_HOST
+    ops, spans, memory = recorder.decoded()
+    starts = ([op.start_ns for op in ops[:1]] + [s[2] for s in spans[:1]] + [c[3] for c in recorder.comm[:1]]
               + [w[1] for w in recorder.comm_waits[:1]] + [recorder.started_ns])
     base_ns = min(starts)
     wall_at_zero = time.time() - (time.perf_counter_ns() - base_ns) / 1e9
@@ -55,52 +56,57 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
 
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"flowscope {socket.gethostname()}"}},
-        {"ph": "M", "name": "thread_name", "pid": pid, "tid": fmt.TID_HOST, "args": {"name": "training thread"}},
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": host_tid, "args": {"name": "training thread"}},
     ]
     stacks = recorder.stacks if len(recorder.stacks) == len(ops) else None
-    nodes = recorder.op_nodes if recorder.log.nodes else None
-    for index, (op, phase, module, step, start, end, shapes, dtypes, nbytes) in enumerate(ops):
-        args = {fmt.ARG_STEP: step, fmt.ARG_MODULE: module, fmt.ARG_PHASE: phase,
-                fmt.ARG_SHAPES: fmt.format_shapes(shapes), fmt.ARG_DTYPE: ",".join(dtypes), fmt.ARG_BYTES: nbytes}
-        flops = flops_of(op, shapes, dtypes, nbytes) if shapes else None
+    texts: dict[tuple, tuple[str, str]] = {}  # (shapes, dtypes) -> their strings: formatted once per distinct pair
+    for index, op in enumerate(ops):
+        shapes, dtypes = op.input_shapes, op.input_dtypes
+        text = texts.get((shapes, dtypes))
+        if text is None:
+            text = texts[(shapes, dtypes)] = (fmt.format_shapes(shapes), ",".join(dtypes))
+        args = {fmt.ARG_STEP: op.step, fmt.ARG_MODULE: op.module, fmt.ARG_PHASE: op.phase, fmt.ARG_SHAPES: text[0],
+                fmt.ARG_DTYPE: text[1], fmt.ARG_BYTES: op.output_bytes}
+        flops = flops_of(op.op, shapes, dtypes, op.output_bytes) if shapes else None
         if flops is not None:
             args[fmt.ARG_FLOPS] = flops
         if stacks is not None:
             args[fmt.ARG_STACK] = list(stacks[index])
-        if nodes is not None and nodes[index] is not None:
-            args[fmt.ARG_NODE] = nodes[index]
-        events.append({"ph": "X", "cat": fmt.CAT_OP, "name": op, "ts": us(start), "dur": (end - start) / 1000.0,
-                       "pid": pid, "tid": fmt.TID_HOST, "args": args})
+        if op.node is not None:
+            args[fmt.ARG_NODE] = op.node
+        events.append({"ph": "X", "cat": fmt.CAT_OP, "name": op.op, "ts": (op.start_ns - base_ns) / 1000.0,
+                       "dur": (op.end_ns - op.start_ns) / 1000.0, "pid": pid, "tid": host_tid, "args": args})
     for path, phase, step, start, end in module_spans(ops):
         events.append({"ph": "X", "cat": fmt.CAT_MODULE, "name": path, "ts": us(start), "dur": (end - start) / 1000.0,
-                       "pid": pid, "tid": fmt.TID_HOST, "args": {fmt.ARG_STEP: step, fmt.ARG_PHASE: phase}})
-    for category, name, start, end, step in recorder.spans:
+                       "pid": pid, "tid": host_tid, "args": {fmt.ARG_STEP: step, fmt.ARG_PHASE: phase}})
+    for category, name, start, end, step in spans:
         events.append({"ph": "X", "cat": category, "name": name, "ts": us(start), "dur": (end - start) / 1000.0,
-                       "pid": pid, "tid": fmt.TID_HOST, "args": {fmt.ARG_STEP: step}})
+                       "pid": pid, "tid": host_tid, "args": {fmt.ARG_STEP: step}})
     kernels = recorder.kernels
     if kernels:
         events.extend(kernel_events(ops, kernels, us, pid))
     events.extend(comm_events(recorder.comm, recorder.comm_waits, us, pid))
-    for time_ns, device, allocated in recorder.memory:
+    for time_ns, device, allocated in memory:
         events.append({"ph": "C", "name": fmt.COUNTER_MEMORY, "ts": us(time_ns), "pid": pid,
                        "args": {f"{device}.allocated": allocated, f"{device}.reserved": allocated}})
     metadata = {"writer": "flowscope", "format_version": fmt.FORMAT_VERSION, "engine_version": engine.__version__,
                 "devices": ["cpu", "cuda"] if kernels else ["cpu"], "host": socket.gethostname(), "pid": pid,
                 "rank": trace_rank(),
                 "schedule": schedule or {}, "wall_time_at_ts_zero": wall_at_zero,
-                "steps": sorted({s[4] for s in recorder.spans if s[0] == fmt.CAT_STEP})}
+                "steps": sorted({s[4] for s in spans if s[0] == fmt.CAT_STEP})}
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": metadata}
 
 
-def module_spans(ops: list[tuple]) -> list[tuple[str, str, int, int, int]]:
+def module_spans(ops: list[OpRecord]) -> list[tuple[str, str, int, int, int]]:
     """(path, phase, step, start_ns, end_ns) for every run of consecutive ops under one module path prefix.
 
     A run ends where the next op lies outside the module, or the phase or step changes: forward and backward
     visits of a layer are separate spans (backward ops carry the module of their forward op)."""
     spans: list[tuple[str, str, int, int, int]] = []
     open_chain: list[list] = []  # [path, phase, step, start, end] from outermost to innermost
-    for op, phase, module, step, start, end, *_ in ops:
-        chain = _ancestors(module)
+    for record in ops:
+        phase, step, start, end = record.phase, record.step, record.start_ns, record.end_ns
+        chain = _ancestors(record.module)
         keep = 0
         while (keep < len(open_chain) and keep < len(chain) and open_chain[keep][0] == chain[keep]
                and open_chain[keep][1] == phase and open_chain[keep][2] == step):

@@ -21,9 +21,9 @@ def device_timer() -> Any:
         return None
 
 
-def kernel_events(ops: list[tuple], kernels: list[tuple], us: Callable[[int], float], pid: int) -> list[dict]:
+def kernel_events(ops: list[Any], kernels: list[tuple], us: Callable[[int], float], pid: int) -> list[dict]:
     """Chrome trace events for ``kernels`` — ``(op index, stream, start_ns, end_ns)`` records, the op index into
-    ``ops`` (the recorder's ``(op, phase, module, step, start_ns, end_ns, shapes, dtypes, bytes)``) — : one ``X``
+    ``ops`` (the recorder's ``engine.op_log.OpRecord``s) — : one ``X``
     event of category ``kernel`` per op and stream (named as the op, with its step, module, phase and shapes), a
     lane per stream, and an ``s``/``f`` flow pair from the op's start to its kernels' start."""
     lanes: dict[int, int] = {}
@@ -31,19 +31,20 @@ def kernel_events(ops: list[tuple], kernels: list[tuple], us: Callable[[int], fl
     for flow_id, (index, stream, start_ns, end_ns) in enumerate(kernels, start=1):
         if not 0 <= index < len(ops):
             continue
-        op, phase, module, step, op_start, _op_end, shapes, dtypes, _nbytes = ops[index]
+        record = ops[index]
+        shapes = record.input_shapes
         tid = lanes.get(stream)
         if tid is None:
             tid = lanes[stream] = gpu_time.GPU_TID_BASE + len(lanes)
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                            "args": {"name": f"GPU stream {stream}"}})
-        events.append({"ph": "X", "cat": fmt.CAT_KERNEL, "name": op, "ts": us(start_ns),
+        events.append({"ph": "X", "cat": fmt.CAT_KERNEL, "name": record.op, "ts": us(start_ns),
                        "dur": (end_ns - start_ns) / 1000.0, "pid": pid, "tid": tid,
-                       "args": {fmt.ARG_STEP: step, fmt.ARG_MODULE: module, fmt.ARG_PHASE: phase,
+                       "args": {fmt.ARG_STEP: record.step, fmt.ARG_MODULE: record.module, fmt.ARG_PHASE: record.phase,
                                 fmt.ARG_SHAPES: fmt.format_shapes(shapes) if shapes else "",
-                                fmt.ARG_DTYPE: ",".join(dtypes), gpu_time.ARG_STREAM: stream}})
+                                fmt.ARG_DTYPE: ",".join(record.input_dtypes), gpu_time.ARG_STREAM: stream}})
         flow = {"cat": gpu_time.FLOW_CAT, "name": gpu_time.FLOW_NAME, "id": flow_id, "pid": pid}
-        events.append({**flow, "ph": "s", "ts": us(op_start), "tid": fmt.TID_HOST})
+        events.append({**flow, "ph": "s", "ts": us(record.start_ns), "tid": fmt.TID_HOST})
         events.append({**flow, "ph": "f", "bp": "e", "ts": us(start_ns), "tid": tid})
     return events
 

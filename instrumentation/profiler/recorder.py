@@ -7,18 +7,19 @@ import time
 from typing import Any
 
 from engine import hooks
-from engine.op_log import DATA_WAIT, OP_LOG_STRIDE, OPTIMIZER_STEP, STEP_END, OpLog
+from engine.op_log import DATA_WAIT, OPTIMIZER_STEP, STEP_END, BoundaryRecord, OpLog, OpRecord
 from instrumentation.distributed.context import initialized
 from instrumentation.format import trace as fmt
 from instrumentation.profiler.gpu_lane import device_timer
 
-# Everything recorded per step is a few ints in a flat list (no per-op object survives, so recording adds no work
-# for the cycle collector): an ``engine.op_log.OpLog``, added to the engine's recorders while recording — ops, and
-# the STEP_END / OPTIMIZER_STEP / DATA_WAIT boundary records, with no event object. ``with_stack`` adds a second
-# recorder whose ``op_begin`` keeps the caller's frames. The log is decoded once, when the capture is exported:
-#   ops:    log.keys[code] = (op, phase, module, input_shapes, input_dtypes) + step, start_ns, end_ns, output_bytes
-#   spans:  (category, name, start_ns, end_ns, step)        category: instrumentation.format.trace CAT_*
-# Module spans are not hooked (two more events per module call): export derives them from each op's module path.
+# Everything recorded per step is an ``engine.op_log.OpLog`` (a few ints per op in a flat list: no per-op object
+# survives, so recording adds no work for the cycle collector), added to the engine's recorders while recording — ops,
+# and the step, optimizer-step and data-wait boundary records, with no event object. ``with_stack`` adds a second
+# recorder whose ``op_begin`` keeps the caller's frames. The log is decoded once, by name, when the capture is
+# exported (``OpLog.records()``): ``ops`` are its ``OpRecord``s, ``spans`` its boundaries as
+# (category, name, start_ns, end_ns, step) with ``category`` an ``instrumentation.format.trace`` CAT_*, plus the
+# added spans. Module spans are not hooked (two more events per module call): export derives them from each op's
+# module path.
 
 
 class Recorder:
@@ -98,20 +99,13 @@ class Recorder:
     # --- what was recorded, readable (decoded from the log; export time, not per step) ---------------------------
     @property
     def op_count(self) -> int:
-        return sum(1 for code in self.log.data[::OP_LOG_STRIDE] if code >= 0)
+        return self.log.op_count()
 
     @property
-    def ops(self) -> list[tuple]:
-        """(op, phase, module, step, start_ns, end_ns, input_shapes, input_dtypes, output_bytes) per op."""
-        keys, data = self.log.keys, self.log.data
-        return [keys[data[i]][:3] + (data[i + 1], data[i + 2], data[i + 3]) + keys[data[i]][3:] + (data[i + 4],)
-                for i in range(0, len(data), OP_LOG_STRIDE) if data[i] >= 0]
-
-    @property
-    def op_nodes(self) -> list[str | None]:
-        """Per op of ``ops``: the graph node id when engine.function replayed it, else None."""
-        nodes, data = self.log.nodes, self.log.data
-        return [nodes.get(data[i]) for i in range(0, len(data), OP_LOG_STRIDE) if data[i] >= 0]
+    def ops(self) -> list[OpRecord]:
+        """The log's ``OpRecord``s (op, phase, module, step, start_ns, end_ns, input_shapes, input_dtypes,
+        output_bytes, allocated_bytes, node), in order."""
+        return self.log.ops()
 
     @property
     def kernels(self) -> list[tuple]:
@@ -121,30 +115,39 @@ class Recorder:
     @property
     def memory(self) -> list[tuple[int, str, int]]:
         """(time_ns, device, allocated_bytes) at the end of each op (profile_memory; [] without)."""
-        if not self.profile_memory:
-            return []
-        data = self.log.data
-        return [(end_ns, "cpu", allocated) for code, end_ns, allocated in
-                zip(data[::OP_LOG_STRIDE], data[3::OP_LOG_STRIDE], data[5::OP_LOG_STRIDE]) if code >= 0]
+        return self._memory(self.log.ops())
 
     @property
     def spans(self) -> list[tuple]:
         """(category, name, start_ns, end_ns, step): the log's steps, optimizer steps and input waits, and the added
         spans, by start time."""
-        data, names, started_ns = self.log.data, self.log.names, self.started_ns
+        return self._spans(self.log.boundaries())
+
+    def decoded(self) -> tuple[list[OpRecord], list[tuple], list[tuple[int, str, int]]]:
+        """``ops``, ``spans`` and ``memory`` from one decoding of the log (what export reads)."""
+        ops: list[OpRecord] = []
+        boundaries: list[BoundaryRecord] = []
+        for record in self.log.records():
+            (ops if record.__class__ is OpRecord else boundaries).append(record)
+        return ops, self._spans(boundaries), self._memory(ops)
+
+    def _memory(self, ops: list[OpRecord]) -> list[tuple[int, str, int]]:
+        if not self.profile_memory:
+            return []
+        return [(op.end_ns, "cpu", op.allocated_bytes) for op in ops]
+
+    def _spans(self, boundaries: list[BoundaryRecord]) -> list[tuple]:
+        started_ns = self.started_ns
         spans = list(self.added_spans)
-        for i in range(0, len(data), OP_LOG_STRIDE):
-            code = data[i]
-            if code >= 0:
-                continue
-            step, start_ns, end_ns = data[i + 1], data[i + 2], data[i + 3]
-            if code == STEP_END:
-                if start_ns >= started_ns:
-                    spans.append((fmt.CAT_STEP, f"step {step}", start_ns, end_ns, step))
-            elif code == OPTIMIZER_STEP:
-                spans.append((fmt.CAT_OPTIMIZER, names[data[i + 4]], start_ns, end_ns, step))
-            elif code == DATA_WAIT:
-                spans.append((fmt.CAT_DATA, "data", start_ns, end_ns, step))
+        for record in boundaries:
+            kind = record.kind
+            if kind == STEP_END:
+                if record.start_ns >= started_ns:
+                    spans.append((fmt.CAT_STEP, f"step {record.step}", record.start_ns, record.end_ns, record.step))
+            elif kind == OPTIMIZER_STEP:
+                spans.append((fmt.CAT_OPTIMIZER, record.name, record.start_ns, record.end_ns, record.step))
+            elif kind == DATA_WAIT:
+                spans.append((fmt.CAT_DATA, "data", record.start_ns, record.end_ns, record.step))
         spans.sort(key=lambda span: span[2])
         return spans
 

@@ -1,4 +1,5 @@
-"""engine.op_log: what the log records per op and per step boundary equals what observers see; the per-op flag."""
+"""engine.op_log: what the log records per op and per step boundary, read by name, equals what observers see; the
+per-op flag."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,7 @@ import engine
 from engine import hooks
 from engine.op import Function
 from engine.nn import functional as F
-from engine.op_log import DATA_WAIT, OP_LOG_STRIDE, OPTIMIZER_STEP, STEP_END, OpLog
+from engine.op_log import DATA_WAIT, OPTIMIZER_STEP, STEP_END, BoundaryRecord, OpLog, OpRecord
 from tiny_training import train_tiny
 
 
@@ -24,19 +25,6 @@ class Ends:
     def op_end(self, event: hooks.OpEvent) -> None:
         self.ends.append(event)
         self.allocated.append(engine.memory.stats().allocated_bytes)
-
-
-def _records(log: OpLog) -> list[tuple]:
-    """The op records, readable (boundary records have negative codes)."""
-    data = log.data
-    return [log.keys[data[i]] + tuple(data[i + 1:i + OP_LOG_STRIDE]) for i in range(0, len(data), OP_LOG_STRIDE)
-            if data[i] >= 0]
-
-
-def _boundaries(log: OpLog) -> list[tuple]:
-    """(position among all records, code, step, start_ns, end_ns, fifth int) of each boundary record."""
-    data = log.data
-    return [(i // OP_LOG_STRIDE, *data[i:i + 5]) for i in range(0, len(data), OP_LOG_STRIDE) if data[i] < 0]
 
 
 class Boundaries:
@@ -75,17 +63,18 @@ def test_every_op_is_logged_as_an_observer_sees_it(installed):
         train_tiny(2)
     finally:
         hooks.unsubscribe(reference)
-    records = _records(installed)
-    assert len(records) == len(reference.ends) > 10
+    records = installed.ops()
+    assert len(records) == len(reference.ends) == installed.op_count() > 10
+    assert all(type(r) is OpRecord for r in records)
     expected = [(e.op, e.phase, e.module, e.input_shapes, e.input_dtypes, e.step) for e in reference.ends]
-    assert [r[:6] for r in records] == expected
-    assert {r[1] for r in records} == {"forward", "backward"} and {r[5] for r in records} == {0, 1}
-    for (*_, start, end, nbytes, allocated), s, e, a in zip(records, reference.starts, reference.ends,
-                                                           reference.allocated):
-        assert s.time_ns <= start <= end <= e.time_ns  # the log's own clock, inside the events' span
-        assert nbytes == e.output_bytes and allocated == a
+    assert [(r.op, r.phase, r.module, r.input_shapes, r.input_dtypes, r.step) for r in records] == expected
+    assert {r.phase for r in records} == {"forward", "backward"} and {r.step for r in records} == {0, 1}
+    for r, s, e, a in zip(records, reference.starts, reference.ends, reference.allocated):
+        assert s.time_ns <= r.start_ns <= r.end_ns <= e.time_ns  # the log's own clock, inside the events' span
+        assert r.output_bytes == e.output_bytes and r.allocated_bytes == a and r.node is None
     assert len(installed.keys) < len(records)  # keys interned once: the second step adds none
-    assert installed.keys == list(dict.fromkeys(r[:5] for r in records))
+    assert installed.keys == list(dict.fromkeys((r.op, r.phase, r.module, r.input_shapes, r.input_dtypes)
+                                                for r in records))
 
 
 def test_without_shapes_and_with_unusual_input_counts():
@@ -96,13 +85,13 @@ def test_without_shapes_and_with_unusual_input_counts():
         engine.concat(parts, axis=0).sum().backward()
     finally:
         hooks.remove_recorder(log)
-    assert log.keys and all(key[3:] == ((), ()) for key in log.keys)
+    assert log.ops() and all(r.input_shapes == () and r.input_dtypes == () for r in log.ops())
     shaped = hooks.add_recorder(OpLog())
     try:
         engine.concat(parts, axis=0).sum()  # 4 inputs: the generic (not unrolled) key
     finally:
         hooks.remove_recorder(shaped)
-    assert ((2, 3),) * 4 in [key[3] for key in shaped.keys]
+    assert ((2, 3),) * 4 in [r.input_shapes for r in shaped.ops()]
 
 
 def test_the_recorders_drive_the_one_per_op_flag(monkeypatch):
@@ -122,7 +111,7 @@ def test_the_recorders_drive_the_one_per_op_flag(monkeypatch):
     x = engine.tensor(np.ones(3, np.float32), requires_grad=True)
     (x * x).sum().backward()
     log.clear()
-    assert log.data == [] and x.grad is not None
+    assert log.records() == [] and x.grad is not None
 
 
 def test_step_optimizer_and_data_wait_boundaries_match_the_hook_events(installed):
@@ -150,21 +139,22 @@ def test_step_optimizer_and_data_wait_boundaries_match_the_hook_events(installed
     expected = []
     for begin, end, wait, opt_begin, opt_end in zip(*(by_kind[k] for k in (
             "step_begin", "step_end", "data_wait", "optimizer_step_begin", "optimizer_step_end"))):
-        expected += [(DATA_WAIT, wait.step, wait.time_ns - wait.wait_ns, wait.time_ns, 0),
-                     (OPTIMIZER_STEP, opt_end.step, opt_begin.time_ns, opt_end.time_ns, 0),
-                     (STEP_END, end.step, begin.time_ns, end.time_ns, 0)]
-    boundaries = _boundaries(installed)
-    assert [b[1:] for b in boundaries] == expected
+        expected += [BoundaryRecord(DATA_WAIT, wait.step, wait.time_ns - wait.wait_ns, wait.time_ns, ""),
+                     BoundaryRecord(OPTIMIZER_STEP, opt_end.step, opt_begin.time_ns, opt_end.time_ns, "Adam.step"),
+                     BoundaryRecord(STEP_END, end.step, begin.time_ns, end.time_ns, "")]
+    records = installed.records()
+    boundaries = [(position, r) for position, r in enumerate(records) if type(r) is BoundaryRecord]
+    assert [r for _, r in boundaries] == expected == installed.boundaries()
     assert installed.names == ["Adam.step"] and installed.name_codes == {engine.optim.Adam: 0}
     # each step's ops lie between its data wait and its optimizer step, and in time inside the step
-    ops = [(i // OP_LOG_STRIDE, installed.data[i + 1], installed.data[i + 2], installed.data[i + 3])
-           for i in range(0, len(installed.data), OP_LOG_STRIDE) if installed.data[i] >= 0]
+    ops = [(position, r) for position, r in enumerate(records) if type(r) is OpRecord]
     for step in range(3):
-        wait, opt, end = boundaries[3 * step:3 * step + 3]
-        inside = [op for op in ops if wait[0] < op[0] < opt[0]]
-        assert inside and all(op[1] == step and end[3] <= op[2] <= op[3] <= opt[3] for op in inside)
-        assert end[3] <= wait[3] <= wait[4] <= opt[3] <= opt[4] <= end[4]
-    assert len(ops) + len(boundaries) == len(installed.data) // OP_LOG_STRIDE
+        (at_wait, wait), (at_opt, opt), (_, end) = boundaries[3 * step:3 * step + 3]
+        inside = [op for at, op in ops if at_wait < at < at_opt]
+        assert inside and all(op.step == step and end.start_ns <= op.start_ns <= op.end_ns <= opt.start_ns
+                              for op in inside)
+        assert end.start_ns <= wait.start_ns <= wait.end_ns <= opt.start_ns <= opt.end_ns <= end.end_ns
+    assert len(ops) + len(boundaries) == len(records) and [op for _, op in ops] == installed.ops()
 
 
 def test_no_boundary_records_without_a_log_and_none_after_removal():
@@ -173,5 +163,5 @@ def test_no_boundary_records_without_a_log_and_none_after_removal():
     hooks.remove_recorder(log)
     train_tiny(2)
     hooks.report_data_wait(1000)
-    assert log.data == [] and hooks.current_step() == 2
+    assert log.records() == [] and hooks.current_step() == 2
     hooks.reset_step(0)

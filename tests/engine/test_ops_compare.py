@@ -7,7 +7,7 @@ import pytest
 
 import engine
 from engine import hooks
-from engine.op_log import OP_LOG_STRIDE, OpLog
+from engine.op_log import OpLog
 from engine.ops.compare import Equal, Greater, GreaterEqual, Less, LessEqual, NotEqual
 
 
@@ -34,7 +34,7 @@ def recorder():
 
 
 def _logged_ops(log: OpLog) -> list[str]:
-    return [log.keys[code][0] for code in log.data[::OP_LOG_STRIDE] if code >= 0]
+    return [record.op for record in log.ops()]
 
 
 @pytest.mark.parametrize("compare,name", [

@@ -99,7 +99,7 @@ def test_a_recorder_started_mid_step_keeps_the_ops_but_not_the_step():
     steps = [s for s in recorder.spans if s[0] == "step"]
     assert [s[1] for s in oracle.spans if s[0] == "step"] == ["step 0", "step 1"]
     assert steps == [s for s in oracle.spans if s[0] == "step"][1:]
-    assert {op[3] for op in recorder.ops} == {0, 1}
+    assert {op.step for op in recorder.ops} == {0, 1}
 
 
 def test_scheduled_cycles_hold_exactly_their_steps_and_spans(tmp_path):

@@ -50,7 +50,7 @@ def _kernels(recorder: Recorder) -> list[tuple]:
     one stream; every third op runs a second kernel record on another stream overlapping the first."""
     kernels = []
     for index, op in enumerate(recorder.ops):
-        start = op[4] + 3_000
+        start = op.start_ns + 3_000
         kernels.append((index, STREAM, start, start + 1_000 + 5_000 * (index % 4)))
         if index % 3 == 0:
             kernels.append((index, STREAM + 1, start + 500, start + 2_500))
@@ -104,7 +104,7 @@ def test_key_averages_has_cuda_columns() -> None:
     averages = key_averages(build_trace(recorder))
     expected: dict[str, list[float]] = {}
     for index, _stream, start, end in records:
-        expected.setdefault(recorder.ops[index][0], []).append((end - start) / 1000)
+        expected.setdefault(recorder.ops[index].op, []).append((end - start) / 1000)
     by_key = {row.key: row for row in averages}
     for name, durations in expected.items():
         assert by_key[name].cuda_us == pytest.approx(sum(durations))

@@ -1,4 +1,4 @@
-"""The recorder's flat per-op storage reads back as the documented tuples, with memory samples aligned to ops."""
+"""The recorder's flat per-op storage reads back as named op records, with memory samples aligned to ops."""
 from __future__ import annotations
 
 import gc
@@ -55,10 +55,14 @@ def test_ops_and_memory_read_back_as_the_events_said():
     # The op log (recorder order -1) reads its times inside the span the observer's two events bracket.
     expected = [(e.op, e.phase, e.module, e.step, e.input_shapes, e.input_dtypes, e.output_bytes)
                 for e in reference.ends]
-    assert [op[:4] + op[6:] for op in ops] == expected
-    assert all(s.time_ns <= op[4] <= op[5] <= e.time_ns for s, e, op in zip(reference.starts, reference.ends, ops))
-    assert recorder.memory == [(op[5], "cpu", a) for op, a in zip(ops, reference.allocated)]
-    assert len(recorder.log.keys) == len({op[:3] + op[6:8] for op in ops}) < len(ops)  # interned once per key
+    assert [(op.op, op.phase, op.module, op.step, op.input_shapes, op.input_dtypes, op.output_bytes)
+            for op in ops] == expected
+    assert all(s.time_ns <= op.start_ns <= op.end_ns <= e.time_ns
+               for s, e, op in zip(reference.starts, reference.ends, ops))
+    assert recorder.memory == [(op.end_ns, "cpu", a) for op, a in zip(ops, reference.allocated)]
+    assert [op.allocated_bytes for op in ops] == reference.allocated
+    keys = {(op.op, op.phase, op.module, op.input_shapes, op.input_dtypes) for op in ops}
+    assert len(recorder.log.keys) == len(keys) < len(ops)  # interned once per key
     assert [s[1] for s in recorder.spans if s[0] == "step"] == ["step 0", "step 1", "step 2"]
 
 
@@ -68,12 +72,12 @@ def test_without_shapes_or_memory_and_after_clear():
     recorder.start()
     try:
         _steps(1)
-        assert recorder.op_count > 0 and all(op[6] == () and op[7] == () for op in recorder.ops)
+        assert recorder.op_count > 0 and all(op.input_shapes == () and op.input_dtypes == () for op in recorder.ops)
         assert recorder.memory == []
         recorder.clear()
         assert recorder.op_count == 0 and recorder.spans == []
         _steps(1)  # the observer still appends into the cleared lists
-        assert recorder.op_count > 0 and {op[3] for op in recorder.ops} == {1}
+        assert recorder.op_count > 0 and {op.step for op in recorder.ops} == {1}
     finally:
         recorder.stop()
         gc.collect()
