@@ -1,7 +1,7 @@
 """Fused losses: cross-entropy (log-softmax + pick), NLL, MSE and binary cross-entropy with logits."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -147,6 +147,69 @@ class CrossEntropy(_Labelled):
             g = p * (hard[:, None] if np.ndim(hard) else hard)
         g[self.index, self.labels] -= hard
         return (_unrows(g, self.shape),)
+
+    def replay_kernel(self, node: Any) -> Callable[..., Any] | None:
+        """For a traced graph, when this op is plain (labels, no class weights, no smoothing, a reduced loss, an
+        ``ignore_index`` outside the class range, so that labels all in range means none is ignored, on (N, C)
+        logits): forward (labels bound from the graph input) and backward with those branches decided once."""
+        shape = getattr(self, "shape", None)
+        plain = (type(self) is CrossEntropy and self.weight is None and not self.smoothing
+                 and self.reduction in ("mean", "sum") and shape is not None and len(shape) == 2 and shape[0] > 0
+                 and not 0 <= self.ignore_index < shape[1])
+        if plain and node.kind == "forward" and len(node.inputs) == 2 and ("bound", ("target",)) in node.attrs:
+            return _replay_forward(self)
+        return _replay_backward(self) if plain and node.kind == "backward" else None
+
+
+_max, _add, _exp, _log, _subtract = np.maximum.reduce, np.add.reduce, np.exp, np.log, np.subtract
+
+
+def _replay_forward(op: CrossEntropy) -> Callable[..., Any]:
+    """``CrossEntropy.forward`` on host arrays, the same NumPy calls in the same order: one reduction checks the labels
+    (all in [0, C), as unsigned integers); a batch that fails it, or logits elsewhere, goes to the op, which ignores
+    or refuses labels as eager does."""
+    classes, rows = op.shape[1], op.shape[0]
+    index = np.arange(rows)
+    index.flags.writeable = False
+    mean, forward = op.reduction == "mean", op.forward
+
+    def run(x: Any, target: Any) -> Any:
+        op.target = target
+        labels = target.reshape(-1)
+        if (type(x) is not np.ndarray or x.ndim != 2 or labels.size != rows or labels.dtype.kind not in "iu"
+                or _max(labels.view(labels.dtype.str.replace("i", "u"))) >= classes):
+            return forward(x)
+        dtype = x.dtype
+        op.shape, op.labels, op.valid, op.index, op.row_weight = x.shape, labels, None, index, None
+        # NOTE: the row maxima over a transposed copy: a reduction along the long axis, twice as fast on (N, C)
+        # logits; a maximum does not depend on the order it is taken in, so the bits are eager's
+        shifted = _subtract(x, _max(x.T.copy(), axis=0)[:, None])
+        p = _exp(shifted)
+        total = _add(p, axis=1)
+        log_total = _log(total)
+        p /= total[:, None]
+        op.p = p
+        loss = _add(log_total - shifted[index, labels], dtype=dtype)
+        if mean:
+            op.denominator = rows
+            loss = loss / rows
+        return np.asarray(loss, dtype=dtype)
+    return run
+
+
+def _replay_backward(op: CrossEntropy) -> Callable[..., Any]:
+    """``CrossEntropy.backward`` when the replayed forward left host probabilities and no per-row weights."""
+    backward, mean = op.backward, op.reduction == "mean"
+
+    def run(grad: Any) -> Any:
+        p = op.p
+        if type(p) is not np.ndarray or op.row_weight is not None:
+            return backward(grad)
+        scale = p.dtype.type(grad.item() / op.denominator if mean else grad.item())
+        g = p * scale
+        g[op.index, op.labels] -= scale
+        return (g,)
+    return run
 
 
 class SoftCrossEntropy(Function):

@@ -1,12 +1,17 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov momentum and L2 weight decay (PyTorch's rules)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
+import numpy as np
+
+from engine import hooks as _hooks
 from engine.backend import get_array_module
-
 from engine.optim.optimizer import Optimizer, required
 from engine.tensor import Tensor
+
+_multiply, _add = np.multiply, np.add
+_EMPTY: dict = {}  # the state of a parameter the optimizer has not seen (read only)
 
 
 class SGD(Optimizer):
@@ -61,3 +66,39 @@ class SGD(Optimizer):
                     grad = buffer._data
             xp.multiply(grad, -lr, out=product)
             xp.add(data, product, out=data)
+
+    def replay_kernel(self, node: Any) -> Callable[..., Any] | None:
+        """For a traced graph's step node (``node.run``: the update, then ``mark_step_end``): when every group has
+        momentum and no weight decay, dampening or Nesterov, and every parameter with a gradient has its momentum
+        buffer and lives in host memory (all checked per call, before anything is updated; else ``node.run``),
+        ``_update_group``'s NumPy calls on the same arrays without its per-parameter branches. Observed steps take
+        ``node.run``."""
+        if type(self) is not SGD:
+            return None
+        generic, groups, state, scratch = node.run, self.param_groups, self.state, self._scratch_for
+
+        def run(*params: Any) -> None:
+            if _hooks.optimizer_observed:
+                return generic(*params)
+            for group in groups:
+                if (group["weight_decay"] != 0 or group["dampening"] != 0 or group["nesterov"]
+                        or group["momentum"] == 0):
+                    return generic(*params)
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    buffer = state.get(p, _EMPTY).get("momentum_buffer")
+                    if buffer is None or type(buffer._data) is not np.ndarray or type(p._data) is not np.ndarray:
+                        return generic(*params)
+            for group in groups:
+                momentum, step = group["momentum"], -group["lr"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    data, buffer, (_, product) = p._data, state[p]["momentum_buffer"]._data, scratch(p)
+                    _multiply(buffer, momentum, out=buffer)
+                    _add(buffer, p.grad._data, out=buffer)
+                    _multiply(buffer, step, out=product)
+                    _add(data, product, out=data)
+            _hooks.mark_step_end()
+        return run

@@ -1,5 +1,6 @@
-"""Replay kernels (engine/graph/kernels.py) against the op they stand for: the same bits, the op's own handling of
-batches they do not cover (ignored labels, labels out of range), and ops they must leave to the op."""
+"""Replay kernels (``replay_kernel`` of CrossEntropy and SGD, looked up by engine/graph/kernels.py) against the op
+they stand for: the same bits, the op's own handling of batches they do not cover (ignored labels, labels out of
+range), and ops they must leave to the op."""
 from __future__ import annotations
 
 import numpy as np
@@ -167,8 +168,10 @@ def test_cross_entropy_kernels_match_the_op_bit_for_bit(case):
         op.forward(x)  # what the trace leaves on the instance
         node = type("N", (), {"instance": op, "kind": "forward", "inputs": ["x", "y"],
                               "attrs": ("CrossEntropy", ("bound", ("target",)))})()
-        forward = kernels._cross_entropy_forward(node, op) if use_kernel else (lambda a, t: op.forward(a))
-        backward = kernels._cross_entropy_backward(node, op) if use_kernel else op.backward
+        backward_node = type("N", (), {"instance": op, "kind": "backward", "inputs": ["g"], "attrs": ()})()
+        forward = op.replay_kernel(node) if use_kernel else (lambda a, t: op.forward(a))
+        backward = op.replay_kernel(backward_node) if use_kernel else op.backward
+        assert forward is not None and backward is not None
         loss = forward(x, labels)
         results.append((loss, op.p.copy(), backward(grad)[0]))
     (loss_a, p_a, g_a), (loss_b, p_b, g_b) = results
