@@ -8,6 +8,7 @@ from instrumentation.distributed import RankMonitor, rank_and_world_size
 from instrumentation.dynamics import DynamicsThresholds, Watch
 from instrumentation.memory import MemoryTracker
 from instrumentation.profiler import OnDemandCapture
+from instrumentation.torch import is_torch_module
 
 __all__ = ["DynamicsThresholds", "Watch", "watch"]
 
@@ -18,7 +19,8 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
           histograms_every: int = 100, optimizer: Any = None, check_numerics: bool = False,
           raise_on_nonfinite: bool = True, thresholds: DynamicsThresholds | None = None, memory: bool = True,
           memory_stacks: bool = False, capture_requests: bool = True, ranks: bool | None = None) -> Watch:
-    """Observe ``model`` (an ``engine.nn.Module``) while it trains and write to ``writer`` (a ``SummaryWriter``).
+    """Observe ``model`` (an ``engine.nn.Module`` or a ``torch.nn.Module``: docs/torch.md) while it trains and write
+    to ``writer`` (a ``SummaryWriter``).
 
     Every k steps: ``grad_norm/<param>``, ``update_ratio/<param>`` (‖Δw‖/‖w‖ of the update the optimizer
     applied), ``act/<layer>/<stat>``, ``perf/*``, the learning rate and, where not zero, the NaN/Inf counts
@@ -52,7 +54,7 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
         raise ValueError(f"watch: histograms_every must be an integer >= 0, got {histograms_every!r}")
     if not callable(getattr(model, "named_parameters", None)) or not callable(getattr(model, "register_forward_hook",
                                                                                      None)):
-        raise TypeError(f"watch: model must be an engine.nn.Module, got {type(model).__name__}")
+        raise TypeError(f"watch: model must be an engine.nn.Module or a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(getattr(writer, "log_dir", None), str) or not callable(getattr(writer, "add_scalar", None)):
         raise TypeError(f"watch: writer must be a SummaryWriter (with log_dir and add_scalar), got "
                         f"{type(writer).__name__}")
@@ -61,6 +63,12 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
                         f"got {ranks!r}")
     if thresholds is not None and not isinstance(thresholds, DynamicsThresholds):
         raise TypeError(f"watch: thresholds must be a DynamicsThresholds, got {type(thresholds).__name__}")
+    if is_torch_module(model):  # NOTE: torch is imported only for a torch model (docs/torch.md)
+        from instrumentation.torch.watch import watch_torch
+
+        return watch_torch(model, writer, budget=budget, every=every, histograms_every=histograms_every,
+                           optimizer=optimizer, check_numerics=check_numerics, raise_on_nonfinite=raise_on_nonfinite,
+                           thresholds=thresholds, memory=memory, capture_requests=capture_requests, ranks=ranks)
     handle = Watch(model, writer, every=every, histograms_every=histograms_every, optimizer=optimizer,
                    check_numerics=check_numerics, raise_on_nonfinite=raise_on_nonfinite,
                    thresholds=thresholds or DynamicsThresholds(), budget=budget * (1 - MEMORY_SHARE) if memory else budget)
