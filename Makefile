@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 LOGDIR ?= logs
 PORT ?= 6006
 
-.PHONY: demo test test-dash-lowest bench install install-test clean
+.PHONY: demo lint test test-dash-lowest bench install install-test clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,11 @@ demo: $(VENV)/.installed
 	$(PY) -m instrumentation.demo --logdir $(LOGDIR)
 	$(PY) -m board --logdir $(LOGDIR) --port $(PORT)
 
-test: $(VENV)/.installed-test
+# The house rules that check themselves (rules and why in pyproject.toml's [tool.ruff]); `make test` runs it first.
+lint: $(VENV)/.installed-test
+	$(PY) -m ruff check .
+
+test: lint
 	$(PY) -m pytest
 
 # The lowest dash pyproject.toml allows (read from its "dash>=X,<Y" line) and a venv that holds it over .venv: its own

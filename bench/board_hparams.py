@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from instrumentation.format import frame_record, metadata  # noqa: E402
 from instrumentation.summary import hparams  # noqa: E402
 from instrumentation.summary.builders import file_version_event  # noqa: E402
-from instrumentation.summary.event_file import scalar_event  # noqa: E402
+from instrumentation.summary.scalar_records import scalar  # noqa: E402
 
 WALL0 = 1.7e9
 
@@ -42,15 +42,15 @@ def write_runs(logdir: Path, runs: int) -> None:
         run = logdir / f"trial_{index:04d}"
         sub = run / f"{WALL0 + index:.6f}"
         sub.mkdir(parents=True)
-        records = [file_version_event(WALL0)] + [scalar_event("loss", 1.0 / (step + 1 + index % 7), step, WALL0 + step)
+        records = [file_version_event(WALL0)] + [scalar("loss", 1.0 / (step + 1 + index % 7), step, WALL0 + step)
                                                  for step in range(50)]
         (run / metadata.event_file_name(0, wall_time_s=WALL0)).write_bytes(b"".join(map(frame_record, records)))
-        values = {"lr": 10 ** -(1 + index % 4), "batch_size": 2 ** (4 + index % 3), "optimizer": ("sgd", "adam")[index % 2],
-                  "dropout": (index % 5) / 10}
+        values = {"lr": 10 ** -(1 + index % 4), "batch_size": 2 ** (4 + index % 3),
+                  "optimizer": ("sgd", "adam")[index % 2], "dropout": (index % 5) / 10}
         metrics = {"hparam/accuracy": 0.5 + (index % 97) / 200, "hparam/loss": 1.0 - (index % 89) / 100}
         records = [file_version_event(WALL0), hparams.experiment_event(values, list(metrics), None, 0, WALL0),
                    hparams.session_start_event(values, 0, WALL0), hparams.session_end_event(0, WALL0)]
-        records += [scalar_event(tag, value, 0, WALL0) for tag, value in metrics.items()]
+        records += [scalar(tag, value, 0, WALL0) for tag, value in metrics.items()]
         (sub / metadata.event_file_name(0, wall_time_s=WALL0)).write_bytes(b"".join(map(frame_record, records)))
 
 
@@ -74,8 +74,8 @@ def server_side(logdir: Path, runs: int) -> None:
 
 def start_board(logdir: Path, cache: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "board", "--logdir", str(logdir), "--port", "0"], cwd=REPO, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "board", "--logdir", str(logdir), "--port", "0"], cwd=REPO,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for _ in range(200):
         line = process.stdout.readline()
         found = re.search(r"http://[\d.]+:\d+", line)
@@ -103,7 +103,8 @@ def browser_side(url: str, repeats: int) -> None:
     urllib.request.urlopen(url + "/api/hparams").read()
     print(f"/api/hparams: {time.perf_counter() - started:.3f} s wall")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                             args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page()
         page.set_default_timeout(60_000)
         started = time.perf_counter()
@@ -116,8 +117,8 @@ def browser_side(url: str, repeats: int) -> None:
             page.locator("#hparams-table tbody tr:has(td)").first.wait_for()
             page.locator("#hparams-parallel .scatterlayer .trace").first.wait_for()
             page.locator("#hparams-scatter .scatterlayer .point").first.wait_for()
-            print(f"HParams page, navigation {attempt + 1}: table and figures drawn {time.perf_counter() - started:.2f} s "
-                  "after goto")
+            drawn_s = time.perf_counter() - started
+            print(f"HParams page, navigation {attempt + 1}: table and figures drawn {drawn_s:.2f} s after goto")
         browser.close()
 
 

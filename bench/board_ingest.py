@@ -109,7 +109,8 @@ def generate(shape: Shape) -> Path:
     with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
         list(pool.map(_write_run, jobs))
     done.write_text("ok")
-    print(f"generated {shape.name}: {shape.points:,} scalar points in {time.perf_counter() - started:.0f} s", flush=True)
+    print(f"generated {shape.name}: {shape.points:,} scalar points in {time.perf_counter() - started:.0f} s",
+          flush=True)
     return logdir
 
 
@@ -247,9 +248,11 @@ def serve_board(logdir: Path, cache: Path, shape: Shape | None) -> Served:
         else:
             def served(run: str, tag: str) -> bool:
                 body = get(f"{base}/api/scalars?{urllib.parse.urlencode({'run': run, 'tag': tag})}")
-                return body is not None and len(orjson.loads(body)["steps"]) == shape.steps  # the client parses fast too
+                # the client parses fast too
+                return body is not None and len(orjson.loads(body)["steps"]) == shape.steps
 
-            last_tags = wait_for_tags(shape.last_tags(), served, "every point of the last tags from the board") - started
+            last_tags = wait_for_tags(shape.last_tags(), served,
+                                      "every point of the last tags from the board") - started
             last_tags_cpu = rss.cpu_seconds()
             wait_for_tags(shape.all_tags(), served, "every point from the board")
         seconds = time.perf_counter() - started
@@ -335,7 +338,8 @@ def chart_callback_ms(points: int = 10_000_000) -> dict[str, float]:
                        {"id": "scalars-log-y", "property": "value", "value": []},
                        {"id": "scalars-run-filter", "property": "value", "value": ""},
                        {"id": "scalars-poll", "property": "n_intervals", "value": None}],
-            "state": [{"id": graph, "property": "id", "value": graph}, {"id": state, "property": "data", "value": None}],
+            "state": [{"id": graph, "property": "id", "value": graph},
+                      {"id": state, "property": "data", "value": None}],
             "changedPropIds": [trigger],
         }
         started = time.perf_counter()
@@ -354,7 +358,8 @@ def chart_callback_ms(points: int = 10_000_000) -> dict[str, float]:
         zooms.append(call(relayout, 0.6, f"{zoom_key}.data"))
     raw = [call(None, 0.0, "scalars-smoothing.value") for _ in range(5)]
     shutil.rmtree(WORK / "callback", ignore_errors=True)
-    return {"cold": cold, "full": statistics.median(full), "zoom": statistics.median(zooms), "raw": statistics.median(raw)}
+    return {"cold": cold, "full": statistics.median(full), "zoom": statistics.median(zooms),
+            "raw": statistics.median(raw)}
 
 
 # ---- the table ----------------------------------------------------------------------------------------------
@@ -396,19 +401,22 @@ def bench_directory(shape: Shape, python_loader: bool, repeats: int = 0) -> list
     fast = serve_tensorboard(logdir, shape, load_fast=True)
     slow = serve_tensorboard(logdir, shape, load_fast=False) if python_loader else None
     per_point = (first.steady_rss - empty.steady_rss) / shape.points
+    event_bytes = sum(f.stat().st_size for f in logdir.rglob("events.*"))
     rows = [
         f"## {shape.name}: {shape.runs} runs × {shape.tags} scalar tags × {shape.steps:,} steps"
-        + (f" + {shape.runs} × {shape.histogram_tags} histogram tags × {shape.histogram_steps:,} steps" if shape.histogram_tags else "")
-        + f" ({shape.points:,} scalar points, {sum(f.stat().st_size for f in logdir.rglob('events.*')) / 2**20:.0f} MiB)",
+        + (f" + {shape.runs} × {shape.histogram_tags} histogram tags × {shape.histogram_steps:,} steps"
+           if shape.histogram_tags else "")
+        + f" ({shape.points:,} scalar points, {event_bytes / 2**20:.0f} MiB)",
         "| server | serves | s to every tag | ratio to TB fast | s to each run's last tag | ratio to TB fast "
         "| of which listening | peak RSS (tree) | ratio to TB fast |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         *[f"| {name} | {serves} | {run.seconds:.2f} | {run.seconds / fast.seconds:.2f} | {run.last_tags:.2f} | "
           f"{run.last_tags / fast.last_tags:.2f} | {run.listening:.2f} | {mib(run.peak_rss)} | "
           f"{run.peak_rss / fast.peak_rss:.2f} |"
-          for name, serves, run in (("board, first open", "every point", first), ("board, re-open", "every point", again),
-                                    ("TensorBoard --load_fast=true", "1000-point sample/tag", fast),
-                                    *([("TensorBoard --load_fast=false", "1000-point sample/tag", slow)] if slow else []))],
+          for name, serves, run in (
+              ("board, first open", "every point", first), ("board, re-open", "every point", again),
+              ("TensorBoard --load_fast=true", "1000-point sample/tag", fast),
+              *([("TensorBoard --load_fast=false", "1000-point sample/tag", slow)] if slow else []))],
     ]
     rows += [
         "",

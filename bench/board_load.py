@@ -35,7 +35,8 @@ sys.path.insert(0, str(REPO))
 WRITER_SCRIPT = """
 import sys, time
 from instrumentation import SummaryWriter
-logdir, runs, tags, start, pause_s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+logdir, pause_s = sys.argv[1], float(sys.argv[5])
+runs, tags, start = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 writers = [SummaryWriter(f"{logdir}/live{r}", flush_secs=0.2) for r in range(runs)]
 step = start
 try:

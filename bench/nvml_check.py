@@ -56,7 +56,8 @@ def main() -> int:
         if temperature is None or abs(temperature - smi["temperature_c"]) > 5:
             problems.append(f"gpu{index}: temperature {temperature} vs nvidia-smi {smi['temperature_c']}")
     if held is not None and values.get("sys/gpu0/process_mem_bytes", 0) < 64 << 20:
-        problems.append(f"gpu0: this process holds >= 64 MiB but NVML reports {values.get('sys/gpu0/process_mem_bytes')}")
+        reported = values.get("sys/gpu0/process_mem_bytes")
+        problems.append(f"gpu0: this process holds >= 64 MiB but NVML reports {reported}")
     for metric in ("mem_used_bytes", "mem_total_bytes", "util_percent"):
         if gpus and f"sys/{gpus[0]}/{metric}" not in values:
             problems.append(f"{gpus[0]}: {metric} missing")

@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> None:
             for p in params:
                 p.grad = engine.tensor(rng.standard_normal(p.shape).astype(np.float32))
             named = list(model.named_parameters())
-            variants = {"per parameter": PerParameterDots(params), "all at once": ParameterTracker(named, extremes=False),
+            variants = {"per parameter": PerParameterDots(params),
+                        "all at once": ParameterTracker(named, extremes=False),
                         "with min/max": ParameterTracker(named, extremes=True)}
             times: dict[str, list[float]] = {name: [] for name in variants}
             for repeat in range(args.repeats + 1):  # the first round warms up

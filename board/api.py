@@ -116,7 +116,8 @@ def tags() -> Response:
     run = request.args.get("run")
     if run is None:
         scalars, histograms = store.all_scalar_tags(), store.all_histogram_tags()
-        return jsonify({"runs": {name: {"scalars": scalars[name], "histograms": histograms.get(name, [])} for name in scalars}})
+        return jsonify({"runs": {name: {"scalars": scalars[name], "histograms": histograms.get(name, [])}
+                                 for name in scalars}})
     run = _checked("run", run)
     return jsonify({"run": run, "scalars": store.scalar_tags(run), "histograms": store.histogram_tags(run)})
 

@@ -82,7 +82,8 @@ def _shell() -> html.Div:
     return html.Div([
         html.Nav(className="fs-nav", children=[
             html.Span("flowscope", className="fs-brand"),
-            *[dcc.Link(page["name"], href=page["relative_path"], className="fs-nav-link", id=f"nav-{page['module'].split('.')[-1]}")
+            *[dcc.Link(page["name"], href=page["relative_path"], className="fs-nav-link",
+                       id=f"nav-{page['module'].split('.')[-1]}")
               for page in pages],
         ]),
         html.Main(dash.page_container, className="fs-main"),

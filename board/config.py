@@ -30,7 +30,8 @@ class BoardConfig:
     )
     no_cache: bool = field(default=False, metadata={"help": "do not read or write the cache"})
     read_only: bool = field(
-        default=False, metadata={"help": "never write into the log directory (disables the Profile page's Capture button)"}
+        default=False,
+        metadata={"help": "never write into the log directory (disables the Profile page's Capture button)"},
     )
 
     def __post_init__(self) -> None:

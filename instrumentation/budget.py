@@ -93,7 +93,8 @@ class Pacer:
         self.fixed_ns: float | None = None  # per step
         self.run_ns: float | None = None  # per run
         self.last: Pace | None = None
-        self._steps = self._step_ns = self._fixed_ns = self._run_ns = self._runs = 0  # the window since the last decision
+        # the window since the last decision
+        self._steps = self._step_ns = self._fixed_ns = self._run_ns = self._runs = 0
 
     def due(self, step: int) -> bool:
         return step % self.interval == 0

@@ -33,9 +33,10 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
     ``histograms_every`` steps). The loss, the alert rules' inputs, ``check_numerics`` and OOM capture are never
     thinned. The step after an alert (paced only), ``engine.fit``'s last step (from its second epoch on) and, at
     ``close()``, the last step's gradient norms and histograms are sampled too, so the charts reach the run's end.
-    ``optimizer``: only that optimizer's steps count (default: any). ``check_numerics``: check every op output for NaN/Inf; the first one found is an alert, then
-    ``engine.NonFiniteError`` is raised (or, with ``raise_on_nonfinite=False``, training goes on). Returns the
-    handle: an ``engine.fit`` callback, with ``log_loss``, ``alerts`` and ``close()``.
+    ``optimizer``: only that optimizer's steps count (default: any). ``check_numerics``: check every op output for
+    NaN/Inf; the first one found is an alert, then ``engine.NonFiniteError`` is raised (or, with
+    ``raise_on_nonfinite=False``, training goes on). Returns the handle: an ``engine.fit`` callback, with
+    ``log_loss``, ``alerts`` and ``close()``.
 
     ``memory``: also start a ``MemoryTracker`` (``mem/<device>/*`` scalars, snapshots, OOM capture, leak
     alerts; ``memory_stacks`` records allocation stacks, which costs more). ``capture_requests``: answer the
@@ -71,7 +72,8 @@ def watch(model: Any, writer: Any, *, budget: float = DEFAULT_BUDGET, every: int
                            thresholds=thresholds, memory=memory, capture_requests=capture_requests, ranks=ranks)
     handle = Watch(model, writer, every=every, histograms_every=histograms_every, optimizer=optimizer,
                    check_numerics=check_numerics, raise_on_nonfinite=raise_on_nonfinite,
-                   thresholds=thresholds or DynamicsThresholds(), budget=budget * (1 - MEMORY_SHARE) if memory else budget)
+                   thresholds=thresholds or DynamicsThresholds(),
+                   budget=budget * (1 - MEMORY_SHARE) if memory else budget)
     if memory:
         handle.attach(MemoryTracker(writer, model=model, stacks=memory_stacks, budget=budget * MEMORY_SHARE,
                                     every=None if every is None else 1))

@@ -1,5 +1,5 @@
-"""SystemSampler: a thread sampling CPU and RSS (the process CPU clock, /proc/self/statm, psutil for children) and NVIDIA
-GPUs (NVML) onto the training-step axis; the training thread does nothing per step."""
+"""SystemSampler: a thread sampling CPU and RSS (the process CPU clock, /proc/self/statm, psutil for children) and
+NVIDIA GPUs (NVML) onto the training-step axis; the training thread does nothing per step."""
 from __future__ import annotations
 
 import os
@@ -54,7 +54,8 @@ class _Nvml:
                 ("temperature", lambda: {
                     TEMPERATURE_C: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))}),
                 ("processes", lambda: {PROCESS_MEM_BYTES: float(sum(
-                    p.usedGpuMemory or 0 for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in pids))}),
+                    p.usedGpuMemory or 0 for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                    if p.pid in pids))}),
             )
             for name, read in readers:
                 if (index, name) in self.disabled:

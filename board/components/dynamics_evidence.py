@@ -11,7 +11,8 @@ from instrumentation.format import alert_names as keys
 
 def _counts(stats: dict[str, Any]) -> str:
     shape = "×".join(str(size) for size in stats.get("shape", [])) or "scalar"
-    counts = f"{stats.get('nan_count', 0)} NaN, {stats.get('posinf_count', 0)} +Inf, {stats.get('neginf_count', 0)} −Inf"
+    counts = (f"{stats.get('nan_count', 0)} NaN, {stats.get('posinf_count', 0)} +Inf, "
+              f"{stats.get('neginf_count', 0)} −Inf")
     finite = f"finite min {_number(stats.get('min'))}, max {_number(stats.get('max'))}"
     return f"{stats.get('dtype', '?')} [{shape}]: {counts}; {finite}"
 

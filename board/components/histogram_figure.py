@@ -46,7 +46,8 @@ def _titled(title: str, note: str) -> str:
     return f"{title}<br><span style='font-size:11px;color:#b22'>{note}</span>" if note else title
 
 
-def ridgeline_figure(title: str, run: str, points: list[HistogramPoint], *, upto_step: int | None = None) -> dict[str, Any]:
+def ridgeline_figure(title: str, run: str, points: list[HistogramPoint], *,
+                     upto_step: int | None = None) -> dict[str, Any]:
     """Up to `RIDGES` histograms (steps <= `upto_step`), each offset upwards by its order, newest in front."""
     shown = [p for p in points if upto_step is None or p.step <= upto_step]
     note = nonfinite_note(shown)
@@ -87,7 +88,8 @@ def ridgeline_figure(title: str, run: str, points: list[HistogramPoint], *, upto
     return {"data": data, "layout": layout}
 
 
-def distribution_figure(title: str, run: str, points: list[HistogramPoint], *, marked_step: int | None = None) -> dict[str, Any]:
+def distribution_figure(title: str, run: str, points: list[HistogramPoint], *,
+                        marked_step: int | None = None) -> dict[str, Any]:
     """Bands between TensorBoard's basis points (min..max, ±2σ, ±1.5σ, ±σ equivalents) and the median, over steps.
 
     Histograms taken at every step: filled bands, as TensorBoard draws them. Taken every k steps: a bar of the bands

@@ -163,13 +163,14 @@ def leak_evidence_figure(evidence: dict[str, Any], title: str) -> dict[str, Any]
     values = [float(v) for v in evidence.get(names.LIVE_BYTES, evidence.get(names.RSS_BYTES, []))]
     data: list[dict[str, Any]] = [{"type": "scatter", "mode": "lines+markers", "name": "live bytes", "x": steps,
                                    "y": values, "marker": {"size": 4}, "line": {"color": "#4e79a7"},
-                                   "customdata": _iec(values), "hovertemplate": "step %{x}: %{customdata}<extra></extra>"}]
+                                   "customdata": _iec(values),
+                                   "hovertemplate": "step %{x}: %{customdata}<extra></extra>"}]
     if steps and values:
         slope = float(evidence.get(names.BYTES_PER_STEP, 0.0))
         x, y = np.asarray(steps), np.asarray(values)
         intercept = float(np.median(y - slope * x))
-        data.append({"type": "scatter", "mode": "lines", "name": f"trend {format_bytes(slope)}/step", "x": [steps[0], steps[-1]],
-                     "y": [intercept + slope * steps[0], intercept + slope * steps[-1]],
+        data.append({"type": "scatter", "mode": "lines", "name": f"trend {format_bytes(slope)}/step",
+                     "x": [steps[0], steps[-1]], "y": [intercept + slope * steps[0], intercept + slope * steps[-1]],
                      "line": {"color": "#c0392b", "dash": "dash"}})
     figure = _layout(data, title, "step", max(values, default=0.0))
     figure["layout"]["height"] = 260

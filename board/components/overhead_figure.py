@@ -24,8 +24,8 @@ def overhead_figure(costs: list[ObserverCost], title: str = "instrumentation") -
     figure.add_bar(y=[c.observer for c in costs], x=[_percent(c.share) for c in costs], orientation="h",
                    marker_color=BAR_COLOR, text=labels, textposition="auto", name="share of step time",
                    hovertemplate="%{y}: %{x:.2f} % of step time<br>%{text}<extra></extra>")
-    figure.update_layout(title=title, xaxis_title="measured share of step time (%)", height=120 + 40 * max(len(costs), 1),
-                         yaxis={"autorange": "reversed"}, **_LAYOUT)
+    figure.update_layout(title=title, xaxis_title="measured share of step time (%)",
+                         height=120 + 40 * max(len(costs), 1), yaxis={"autorange": "reversed"}, **_LAYOUT)
     if not costs:
         figure.add_annotation(text="no paced observer in this run (perf/interval/* tags)", showarrow=False,
                               xref="paper", yref="paper", x=0.5, y=0.5)
@@ -46,5 +46,6 @@ OVERHEAD_COLUMNS = (("observer", "observer", "text"), ("interval", "interval (st
 def overhead_table(table_id: str, rows: list[dict]) -> dash_table.DataTable:
     return dash_table.DataTable(id=table_id, columns=[{"id": k, "name": n, "type": t} for k, n, t in OVERHEAD_COLUMNS],
                                 data=rows, style_table={"overflowX": "auto", "maxWidth": "44em"},
-                                style_cell={"fontFamily": "system-ui, sans-serif", "fontSize": 13, "padding": "4px 8px"},
+                                style_cell={"fontFamily": "system-ui, sans-serif", "fontSize": 13,
+                                            "padding": "4px 8px"},
                                 style_header={"backgroundColor": "#eef1f4", "fontWeight": 600})

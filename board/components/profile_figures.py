@@ -85,7 +85,8 @@ def timeline_figure(timeline: Timeline) -> go.Figure:
         figure.add_bar(y=lane_names[timeline.lane[rows]].tolist(), x=timeline.duration_ms[rows].tolist(),
                        base=timeline.start_ms[rows].tolist(), orientation="h", name=PART_LABELS.get(kind, kind),
                        marker={"color": PART_COLORS.get(kind, "#9c755f"), "line": {"width": 0.5, "color": "#fff"}},
-                       customdata=hover, hovertemplate="%{customdata}<br>start %{base:.3f} ms, %{x:.3f} ms<extra></extra>")
+                       customdata=hover,
+                       hovertemplate="%{customdata}<br>start %{base:.3f} ms, %{x:.3f} ms<extra></extra>")
     figure.update_layout(barmode="overlay", title=f"step {timeline.step} timeline", xaxis_title="ms from step start",
                          height=140 + 40 * max(len(timeline.lanes), 1), dragmode="zoom",
                          yaxis={"categoryorder": "array", "categoryarray": list(reversed(timeline.lanes)),

@@ -24,7 +24,8 @@ def system_figure(title: str, lines: list[SystemSeries], x_axis: XAxis) -> dict[
     suffix, exponent = next((u for key, u in UNITS.items() if lines and lines[0].tag.endswith(key)), ("", "none"))
     yaxis = {"ticksuffix": suffix, "exponentformat": exponent, "rangemode": "tozero"}
     if in_bytes:  # IEC ticks and hover text (Plotly's own formats are SI)
-        yaxis = bytes_axis(max((float(np.max(y)) for s in lines if len(y := s.y[np.isfinite(s.y)])), default=0.0), title="")
+        highest = max((float(np.max(y)) for s in lines if len(y := s.y[np.isfinite(s.y)])), default=0.0)
+        yaxis = bytes_axis(highest, title="")
     return {"data": [{"type": "scatter", "mode": "lines+markers" if len(s.y) <= FEW_POINTS else "lines",
                       "name": _label(s.tag), "x": display_x(s.x, x_axis), "y": s.y.tolist(),
                       **({"customdata": [format_bytes(v) for v in s.y.tolist()],

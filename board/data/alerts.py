@@ -113,4 +113,5 @@ def alert_index(store: LogdirStore) -> AlertIndex:
         return index
 
 
-__all__ = ["SEVERITIES", "AlertFilter", "AlertIndex", "SEVERITY_RANK", "KindSummary", "RunAlert", "alert_index", "summarize"]
+__all__ = ["SEVERITIES", "AlertFilter", "AlertIndex", "SEVERITY_RANK", "KindSummary", "RunAlert", "alert_index",
+           "summarize"]

@@ -73,7 +73,8 @@ class HistogramColumns:
         offsets = np.concatenate([[0], *(p.offsets[1:] + shift for p, shift in zip(parts, shifts))]).astype(np.int64)
         return HistogramColumns(np.concatenate([p.steps for p in parts]),
                                 *(np.concatenate([getattr(p, name) for p in parts]) for name in _STATS),
-                                offsets, np.concatenate([p.counts for p in parts]), np.concatenate([p.edges for p in parts]))
+                                offsets, np.concatenate([p.counts for p in parts]),
+                                np.concatenate([p.edges for p in parts]))
 
     @staticmethod
     def empty() -> HistogramColumns:

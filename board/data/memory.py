@@ -28,8 +28,8 @@ class Sampling:
     intervals: tuple[tuple[int, int], ...]
 
     def describe(self) -> str:
-        spans = ", ".join(f"every {interval} steps from step {start}" if interval > 1 else f"every step from step {start}"
-                          for start, interval in self.intervals)
+        spans = ", ".join(f"every {interval} steps from step {start}" if interval > 1
+                          else f"every step from step {start}" for start, interval in self.intervals)
         return (f"memory logged {spans} (markers at the logged steps; each peak is the highest since the previous "
                 "one; the dotted line only joins them)")
 

@@ -48,7 +48,8 @@ def observer_costs(store: LogdirStore, run: str) -> list[ObserverCost]:
 
         interval, shares = last(INTERVAL), series.get(INSTRUMENTATION_SHARE)
         costs.append(ObserverCost(
-            observer, int(interval) if np.isfinite(interval) else 0, last(INSTRUMENTATION_MS), last(INSTRUMENTATION_SHARE),
+            observer, int(interval) if np.isfinite(interval) else 0, last(INSTRUMENTATION_MS),
+            last(INSTRUMENTATION_SHARE),
             shares.steps if shares is not None else np.zeros(0, np.int64),
             shares.values if shares is not None else np.zeros(0)))
     return costs

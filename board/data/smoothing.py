@@ -41,7 +41,8 @@ class EmaState:
     high: float
 
 
-def ema(steps: np.ndarray, values: np.ndarray, weight: float, state: EmaState | None = None) -> tuple[np.ndarray, EmaState | None]:
+def ema(steps: np.ndarray, values: np.ndarray, weight: float,
+        state: EmaState | None = None) -> tuple[np.ndarray, EmaState | None]:
     """The smoothed curve (same length as `values`) and the state after its last finite point.
 
     With `state` from an earlier call on the points before `steps[0]`, the result is the continuation of that
@@ -113,7 +114,8 @@ def _debiased_ema(
     gaps[0] = x[0] - carry[0] if carry else 1.0
     np.subtract(x[1:], x[:-1], out=gaps[1:])
     step_decay = decay * gaps
-    width = int(np.clip(_MAX_LOG_SPAN / max(float(np.quantile(step_decay[:: max(1, n // 100_000)], 0.99)), 1e-12), 1, 65536))
+    high_decay = float(np.quantile(step_decay[:: max(1, n // 100_000)], 0.99))
+    width = int(np.clip(_MAX_LOG_SPAN / max(high_decay, 1e-12), 1, 65536))
     rows = -(-n // width)
     scale = float(np.max(np.abs(v))) or 1.0
     padded = rows * width
@@ -214,7 +216,8 @@ def linear_recurrence(a: float, b: np.ndarray, before: float, gain: float = 1.0)
     return block.reshape(-1)[:n]
 
 
-def _row_pointwise(step_decay: np.ndarray, values: np.ndarray, mean: float, mass: float) -> tuple[np.ndarray, np.ndarray]:
+def _row_pointwise(step_decay: np.ndarray, values: np.ndarray, mean: float,
+                   mass: float) -> tuple[np.ndarray, np.ndarray]:
     means, masses = np.empty(len(values)), np.empty(len(values))
     for i, (decay, value) in enumerate(zip(step_decay.tolist(), values.tolist())):
         alpha = float(np.exp(-decay))

@@ -306,7 +306,8 @@ class LogdirStore:
 
     def all_histogram_tags(self) -> dict[str, list[str]]:
         with self._lock:
-            return {name: sorted(run.histograms) for name, run in sorted(self._runs.items()) if name not in self._folded}
+            return {name: sorted(run.histograms) for name, run in sorted(self._runs.items())
+                    if name not in self._folded}
 
     def plugin_values(self, run: str, plugin: str) -> dict[str, list[Stored]]:
         """Tag → values of one plugin in a run and its folded sub-runs (copies of the lists, file order)."""

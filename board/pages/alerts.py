@@ -8,7 +8,7 @@ from board.components.dynamics_alerts_table import all_alerts_table
 from board.components.empty_state import empty_state
 from board.context import board_context
 from board.data.alerts import SEVERITIES, AlertFilter, alert_index
-from instrumentation.format.alerts import KINDS
+from instrumentation.format.alert_names import KINDS
 
 dash.register_page(__name__, path="/alerts", name="Alerts", order=4, title="flowscope · alerts")
 
@@ -49,8 +49,8 @@ def _content(kinds: list[str], severities: list[str]) -> html.Div:
 
 def register_callbacks(app: Dash) -> None:
     @app.callback(Output("alerts-content", "children"), Output("alerts-kind", "options"), Input("alerts-kind", "value"),
-                  Input("alerts-severity", "value"), Input("alerts-poll", "n_intervals"), State("alerts-kind", "options"),
-                  prevent_initial_call=True)
+                  Input("alerts-severity", "value"), Input("alerts-poll", "n_intervals"),
+                  State("alerts-kind", "options"), prevent_initial_call=True)
     def _refresh(kinds: list[str], severities: list[str], _ticks: int | None, shown_kinds: list[str] | None):
         """The table with the alerts written since; a kind first raised since is added to the kind filter."""
         content = _content(kinds, severities)

@@ -60,7 +60,8 @@ def layout(**_query: str) -> html.Div:
         html.H2("Graph"),
         empty_state(context.store, "graph") or html.Div(),
         html.Div(id="graph-none", className="fs-empty", style=_shown(not runs), children=[
-            html.P("No graph in any run yet. Train under engine.function and its traced graphs are written to the run:"),
+            html.P("No graph in any run yet. "
+                   "Train under engine.function and its traced graphs are written to the run:"),
             html.Pre(html.Code("train_step = engine.function(train_step, logdir=writer.log_dir)  "
                                "# plugins/graph/train_step.<n>.<stage>.json")),
             html.P(["or, from PyTorch, ", html.Code("writer.add_graph(model, example_input)"),

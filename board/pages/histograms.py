@@ -70,8 +70,9 @@ def register_callbacks(app: Dash) -> None:
         chosen = value if value else (options[0]["value"] if options else None)
         return options, chosen, {} if not options else {"display": "none"}, {} if options else {"display": "none"}
 
-    @app.callback(Output("histograms-step", "min"), Output("histograms-step", "max"), Output("histograms-step", "value"),
-                  Input("histograms-series", "value"), Input("histograms-poll", "n_intervals"),
+    @app.callback(Output("histograms-step", "min"), Output("histograms-step", "max"),
+                  Output("histograms-step", "value"), Input("histograms-series", "value"),
+                  Input("histograms-poll", "n_intervals"),
                   State("histograms-step", "value"), State("histograms-step", "max"))
     def _steps(series: str | None, _ticks: int | None, value: int, old_max: int):
         if not series:

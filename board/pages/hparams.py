@@ -87,7 +87,8 @@ def layout(**_query: str) -> html.Div:
         html.Div([html.Div(problem, className="fs-muted") for problem in table.problems], id="hparams-problems"),
         dash_table.DataTable(id="hparams-table", columns=columns, data=rows, sort_action="native",
                              filter_action="native", page_action="native", page_size=50, merge_duplicate_headers=True,
-                             style_table={"overflowX": "auto"}, style_cell={"fontSize": "13px", "padding": "4px", "textAlign": "left"},
+                             style_table={"overflowX": "auto"},
+                             style_cell={"fontSize": "13px", "padding": "4px", "textAlign": "left"},
                              style_header={"fontWeight": "bold"}),
         html.Div(className="fs-controls", children=[
             html.Label("colour by", htmlFor="hparams-color"),

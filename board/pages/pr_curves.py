@@ -76,7 +76,8 @@ def pr_figure(tag: str, step: int, series: dict[str, list[PrCurvePoint]]) -> go.
             hovertemplate="threshold %{customdata[0]:.3f}<br>precision %{y:.4f}<br>recall %{x:.4f}"
                           "<br>TP %{customdata[1]:.0f} FP %{customdata[2]:.0f}<extra>%{fullData.name}</extra>"))
     note = f" · {left_out} threshold(s) with nothing predicted positive not drawn" if left_out else ""
-    figure.update_layout(title={"text": f"{tag} · step {step}{note}", "font": {"size": 14}}, xaxis={"title": "recall", "range": [0, 1.02]},
+    figure.update_layout(title={"text": f"{tag} · step {step}{note}", "font": {"size": 14}},
+                         xaxis={"title": "recall", "range": [0, 1.02]},
                          yaxis={"title": "precision", "range": [0, 1.02]}, height=480,
                          margin={"l": 60, "r": 20, "t": 50, "b": 50}, legend={"orientation": "h"})
     return figure

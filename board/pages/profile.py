@@ -230,7 +230,8 @@ def register_callbacks(app: Dash) -> None:
         costs = observer_costs(board_context().store, run) if run else []
         return overhead_figure(costs, f"instrumentation · {run}" if run else "instrumentation"), overhead_rows(costs)
 
-    @app.callback(Output("profile-ops", "data"), Output("profile-ops", "columns"), Output("profile-ops-note", "children"),
+    @app.callback(Output("profile-ops", "data"), Output("profile-ops", "columns"),
+                  Output("profile-ops-note", "children"),
                   Input("profile-capture", "value"), Input("profile-group-by", "value"))
     def _table(key: str | None, group_by: str):
         capture, columns, _ = _load(key)
@@ -241,14 +242,16 @@ def register_callbacks(app: Dash) -> None:
         note = ""
         if group_by == "module" and not len(columns.spans.of(fmt.CAT_MODULE)):
             note = ("This trace has no module events: torch.profiler writes them with "
-                    "profile(with_modules=True, with_stack=True)." if torch_trace else "This trace has no module spans.")
+                    "profile(with_modules=True, with_stack=True)." if torch_trace
+                    else "This trace has no module spans.")
         elif group_by == "module" and torch_trace:
             note = ("Modules from torch's nn.Module events (their forward calls); \"(outside modules)\" holds the "
                     "DataLoader's, backward and optimizer ops.")
         top_level = "(outside modules)" if torch_trace and group_by == "module" else "(model)"
         return op_rows(stats, top_level), _header(columns_for(stats), group_by), note
 
-    @app.callback(Output("profile-timeline", "figure"), Input("profile-capture", "value"), Input("profile-step", "value"))
+    @app.callback(Output("profile-timeline", "figure"), Input("profile-capture", "value"),
+                  Input("profile-step", "value"))
     def _timeline(key: str | None, step: int | None):
         _, columns, _ = _load(key)
         if columns is None or step is None:
@@ -291,7 +294,8 @@ def register_callbacks(app: Dash) -> None:
                 "message": f"requested {request.steps} steps of {run}; waiting for the training process…"}
 
     @app.callback(Output("profile-capture-status", "children"), Input("profile-request-id", "data"),
-                  Input("profile-poll", "n_intervals"), State("profile-request-run", "value"), prevent_initial_call=True)
+                  Input("profile-poll", "n_intervals"), State("profile-request-run", "value"),
+                  prevent_initial_call=True)
     def _capture_status(asked: dict | None, _ticks: int | None, run: str | None):
         """Says something only after an action: what pressing Capture here did, then (polled) where that request
         stands; or a request of the chosen run that is pending or running (made by another page or board)."""

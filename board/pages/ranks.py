@@ -129,7 +129,8 @@ def content(group: str, window: tuple[float, float] | None = None, series: str =
     series = series if series in LINE_SERIES else "step"
     lines = rank_lines(context.store, context.smoothing, view.ranks, series, window)
     figures = [rank_lines_figure(lines, LINE_TITLES[series], window),
-               skew_figure(view.skew, skew_display_indices(view.skew, window), window), breakdown_figure(view.breakdown)]
+               skew_figure(view.skew, skew_display_indices(view.skew, window), window),
+               breakdown_figure(view.breakdown)]
     for figure in figures:
         figure["layout"]["uirevision"] = group
     if focus and focus.get("group") == group:

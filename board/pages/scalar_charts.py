@@ -1,4 +1,4 @@
-"""The Scalars page's charts: one per tag, every run the run filter matches, smoothing, zoom at full resolution, live."""
+"""The Scalars page's charts: one per tag, every run the filter matches, smoothing, zoom at full resolution, live."""
 from __future__ import annotations
 
 from typing import Any
@@ -89,7 +89,8 @@ def register_chart_callbacks(app: Dash) -> None:
     app.clientside_callback(
         """
         function(relayout, xAxis) {
-            if (relayout && ("xaxis.range[0]" in relayout || "xaxis.range" in relayout || "xaxis.autorange" in relayout)) {
+            if (relayout && ("xaxis.range[0]" in relayout || "xaxis.range" in relayout
+                             || "xaxis.autorange" in relayout)) {
                 return {"relayout": relayout, "x_axis": xAxis};
             }
             return window.dash_clientside.no_update;
@@ -159,7 +160,8 @@ def register_chart_callbacks(app: Dash) -> None:
         runs = _runs_with(tag, run_filter)
         held = {run: (revision, length, shown) for run, revision, length, shown in state["runs"]}
         versions = {run: store.scalar_version(run, tag) for run in held if run in runs}
-        if runs == list(held) and all(versions[run] == (revision, length) for run, (revision, length, _) in held.items()):
+        if runs == list(held) and all(versions[run] == (revision, length)
+                                      for run, (revision, length, _) in held.items()):
             return no_update, no_update, no_update
         rebuild = runs != list(held) or state.get("fixed_y") or any(
             shown > REBUILD_FACTOR * DEFAULT_POINTS or versions[run][0] != revision

@@ -137,7 +137,8 @@ def register_callbacks(app: Dash) -> None:
         settings = chart_settings(run_filter, smoothing, x_axis, log_y)
         return [chart(tag, settings=settings) for tag in members]
 
-    @app.callback(Output("scalars-pinned", "data"), Input({"type": "scalars-pin", "tag": ALL, "pinned": ALL}, "n_clicks"),
+    @app.callback(Output("scalars-pinned", "data"),
+                  Input({"type": "scalars-pin", "tag": ALL, "pinned": ALL}, "n_clicks"),
                   State("scalars-pinned", "data"), prevent_initial_call=True)
     def _toggle_pin(clicks: list[int | None], pinned: list[str] | None):
         triggered = dash.ctx.triggered_id

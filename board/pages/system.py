@@ -27,7 +27,8 @@ def layout(**_query: str) -> html.Div:
         html.H2("System"),
         html.Div(className="fs-controls", children=[
             dcc.Dropdown(id="system-run", options=runs, value=run, clearable=False, style={"minWidth": "20em"}),
-            dcc.RadioItems(id="system-x-axis", options=[{"label": a, "value": a} for a in X_AXES], value="step", inline=True),
+            dcc.RadioItems(id="system-x-axis", options=[{"label": a, "value": a} for a in X_AXES], value="step",
+                           inline=True),
         ]),
         html.Div(id="system-nvml-note", className="fs-note", children=_note(run)),
         html.Div(id="system-charts", className="fs-grid2", children=_charts(run, "step")),

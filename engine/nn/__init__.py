@@ -14,6 +14,6 @@ from engine.nn.models import DigitsCNN
 from engine.nn.module import Module
 from engine.nn.parameter import Parameter
 
-__all__ = ["AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "DigitsCNN", "Dropout", "Flatten", "GELU", "Identity", "LeakyReLU",
-           "Linear", "LogSoftmax", "MaxPool2d", "Module", "ModuleList", "Parameter", "ReLU", "Sequential", "Sigmoid",
-           "Softmax", "Tanh", "functional", "init"]
+__all__ = ["AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "DigitsCNN", "Dropout", "Flatten", "GELU", "Identity",
+           "LeakyReLU", "Linear", "LogSoftmax", "MaxPool2d", "Module", "ModuleList", "Parameter", "ReLU", "Sequential",
+           "Sigmoid", "Softmax", "Tanh", "functional", "init"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from instrumentation.dynamics.loss_rule import LossSpikeRule
 from instrumentation.dynamics.thresholds import DynamicsThresholds
@@ -90,7 +89,8 @@ class DynamicsRules:
                         alerts.append(alert)
         return alerts
 
-    def _update_alert(self, kind: str, holds: bool, step: int, name: str, ratio: float, grad_norm: float) -> Alert | None:
+    def _update_alert(self, kind: str, holds: bool, step: int, name: str, ratio: float,
+                      grad_norm: float) -> Alert | None:
         t = self.thresholds
         if kind == EXPLODING_GRADIENT:
             patience, threshold, severity = t.exploding_patience, t.exploding_update_ratio, "error"
@@ -102,8 +102,9 @@ class DynamicsRules:
         episode = self.streaks.observe(kind, name, step, holds, ratio, patience)
         if episode is None:
             return None
-        return Alert(kind, severity, name, f"{name}: update ratio ‖Δw‖/‖w‖ {ratio:.3g} (gradient norm {grad_norm:.3g}), "
-                                           f"{episode.checks} check(s) since step {episode.first_step} " + verdict, step,
+        message = (f"{name}: update ratio ‖Δw‖/‖w‖ {ratio:.3g} (gradient norm {grad_norm:.3g}), "
+                   f"{episode.checks} check(s) since step {episode.first_step} " + verdict)
+        return Alert(kind, severity, name, message, step,
                      evidence={"update_ratios": episode.values, "grad_norm": grad_norm,
                                "first_step": episode.first_step, "threshold": threshold})
 

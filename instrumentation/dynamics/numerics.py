@@ -60,7 +60,8 @@ def nonfinite_alert(op: str, module: str, phase: str, step: int, inputs: tuple[A
     message = (f"first non-finite value: op {op} {where} ({phase}, step {step}) produced {bad[0]} NaN and {bad[1]} "
                f"Inf; {described or 'no inputs'}")
     return Alert(kind=NONFINITE, severity="error", subject=module or op, message=message, step=step,
-                 evidence={OP: op, MODULE: module, PHASE: phase, "step": step, INPUTS: input_stats, OUTPUTS: output_stats})
+                 evidence={OP: op, MODULE: module, PHASE: phase, "step": step, INPUTS: input_stats,
+                           OUTPUTS: output_stats})
 
 
 class NumericsObserver:

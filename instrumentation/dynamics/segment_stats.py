@@ -16,8 +16,8 @@ class Segments:
     """Segment ``i`` of a flat buffer is ``flat[starts[i]:starts[i] + sizes[i]]``. Each starts at a multiple of
     ``block`` and is followed by zeros up to the next one (``pack`` writes that layout), so that every row of the
     ``(total / block, block)`` view belongs to one segment: sums of squares are then one ``np.vecdot`` of the rows
-    (2x faster than a square and an ``add.reduceat`` on the digits MLP's 30k elements, 5x on 1.5M). ``block`` is the longest of ``BLOCKS`` whose
-    padding adds at most ``MAX_PADDING`` to the buffer. Built once per layout, read-only."""
+    (2x faster than a square and an ``add.reduceat`` on the digits MLP's 30k elements, 5x on 1.5M). ``block`` is the
+    longest of ``BLOCKS`` whose padding adds at most ``MAX_PADDING`` to the buffer. Built once per layout, read-only."""
 
     starts: np.ndarray  # int64, one per segment
     sizes: np.ndarray  # int64, one per segment (0 allowed)
@@ -68,9 +68,9 @@ class SegmentStats(NamedTuple):
     """Per segment, arrays of ``Segments.count`` values: ``sum_squares`` (NaN if a NaN is in the segment,
     else inf if an inf is; 0 when empty), ``minimum``/``maximum`` of the finite values (NaN when there is none, or
     when extremes were not asked for), ``nan_count`` and ``inf_count`` (±Inf). Float arrays are in the buffer's
-    dtype; a segment with a non-finite sum of squares is recounted in float64 (then exact also where only the squares overflowed). The arrays may be
-    shared and read-only: copy before writing. ``recounted``: how many segments were (0: no NaN/Inf anywhere, the
-    counts are all zero)."""
+    dtype; a segment with a non-finite sum of squares is recounted in float64 (then exact also where only the squares
+    overflowed). The arrays may be shared and read-only: copy before writing. ``recounted``: how many segments were
+    (0: no NaN/Inf anywhere, the counts are all zero)."""
 
     sum_squares: np.ndarray
     minimum: np.ndarray

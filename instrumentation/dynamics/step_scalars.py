@@ -3,15 +3,17 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 
 class StepScalars:
-    """``add(tag, value, step)`` appends; ``flush()`` writes what was added with one ``add_scalar_dict`` (one queue
-    item for the step; the same events as ``add_scalar`` per tag, in order) — or, for a writer without it or a
-    step that repeats a tag (a layer called twice), with ``add_scalar`` per value. A new step flushes the last."""
+    """``add(tag, value, step)`` appends; ``flush()`` writes what was added with one ``add_scalar_rows`` row (one
+    queue item for the step; the same points as ``add_scalar`` per tag, in order, a tag added twice included) — or,
+    for a writer without it, with ``add_scalar`` per value. A new step flushes the last."""
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer
-        self._add_many = getattr(writer, "add_scalar_dict", None)
+        self._add_rows = getattr(writer, "add_scalar_rows", None)
         self.tags: list[str] = []
         self.values: list[float] = []
         self.step: int | None = None
@@ -33,9 +35,8 @@ class StepScalars:
         if not tags:
             return
         self.tags, self.values = [], []
-        by_tag = dict(zip(tags, values)) if self._add_many is not None else {}
-        if len(by_tag) == len(tags):
-            self._add_many(by_tag, step)
+        if self._add_rows is not None:
+            self._add_rows(tuple(tags), (values,), (step,))
             return
         add_scalar = self.writer.add_scalar
         for tag, value in zip(tags, values):
@@ -44,17 +45,16 @@ class StepScalars:
 
 class ScalarSeries:
     """One tag's values at successive steps (the loss), each with the wall time it was taken at, handed to the
-    writer in batches: one ``add_scalar_column`` item per ``write`` (framed at once on the writer thread), or
-    ``add_scalar`` per value (at the writer's own wall time) for a writer without it."""
+    writer in batches: one ``add_scalar_rows`` item of one tag per ``write`` (framed at once on the writer thread),
+    or ``add_scalar`` per value (at the writer's own wall time) for a writer without it."""
 
     def __init__(self, writer: Any, tag: str) -> None:
-        self.writer, self.tag = writer, tag
-        self._add_column = getattr(writer, "add_scalar_column", None)
+        self.writer, self.tags = writer, (tag,)
+        self._add_rows = getattr(writer, "add_scalar_rows", None)
 
     def write(self, values: Sequence[float], steps: Sequence[int], walls: Sequence[float]) -> None:
-        if self._add_column is not None:
-            self._add_column(self.tag, values, steps, walls)
+        if self._add_rows is not None:
+            self._add_rows(self.tags, np.array(values, dtype=np.float64)[:, None], steps, walls)
             return
-        for value, step in zip(values, steps):  # NOTE: a writer without add_scalar_column may take no wall time
-            self.writer.add_scalar(self.tag, value, step)
-
+        for value, step in zip(values, steps):  # NOTE: a writer without add_scalar_rows may take no wall time
+            self.writer.add_scalar(self.tags[0], value, step)

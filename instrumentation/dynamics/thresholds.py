@@ -17,7 +17,8 @@ class DynamicsThresholds:
     vanishing_update_ratio: float = 1e-4  # below this the layer has stopped learning
     vanishing_patience: int = 10
     vanishing_min_steps: int = 20  # vanishing is judged from this step on (the first updates may be tiny)
-    vanishing_annealed_lr_fraction: float = 0.1  # not judged while the lr is below this share of its peak (a decayed schedule)
+    # not judged while the lr is below this share of its peak (a decayed schedule)
+    vanishing_annealed_lr_fraction: float = 0.1
     dead_fraction: float = 0.9  # share of a layer's units never positive over a whole batch
     dead_patience: int = 10
     loss_spike_factor: float = 4.0  # a loss above this many times the median of the recent losses …

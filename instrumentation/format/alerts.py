@@ -9,7 +9,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from instrumentation.format.alert_names import KINDS
 from instrumentation.format.confined import open_regular
 
 ALERTS_RELPATH = os.path.join("plugins", "alerts", "alerts.jsonl")

@@ -32,7 +32,7 @@ Columns = tuple[list[str], list[int], list[float], list[float], "np.ndarray | No
 
 def scalar_columns(records: list[bytes]) -> Columns | None:
     """(tags, steps, wall_times, values, values_per_event), a row per value, if every record is an Event holding only
-    `simple_value`s (one, or several as TF1 merged summaries and `add_scalar_dict` write them) with a non-zero step
+    `simple_value`s (one, or several as TF1 merged summaries and `add_scalar_rows` write them) with a non-zero step
     and wall time; `values_per_event` is None when each holds one. None otherwise (then decode the records one by
     one)."""
     try:

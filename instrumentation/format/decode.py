@@ -151,8 +151,8 @@ def _scalar_events(columns: TaggedColumns) -> list[Event]:
     events, start = [], 0
     for count in columns.per_event.tolist():
         stop = start + count
-        events.append(_event(steps[start], wall_times[start], tuple(map(_scalar, tags[start:stop], steps[start:stop],
-                                                                           wall_times[start:stop], values[start:stop]))))
+        scalars = tuple(map(_scalar, tags[start:stop], steps[start:stop], wall_times[start:stop], values[start:stop]))
+        events.append(_event(steps[start], wall_times[start], scalars))
         start = stop
     return events
 
@@ -182,7 +182,7 @@ class RecordDecoder:
 
         Plain scalar events (one `simple_value`, the common case) are decoded all at once with numpy
         (`plain_scalars`); the runs of other records go through protobuf: a batch of `_BATCH_RECORDS` is first
-        parsed columnar whole (several values per event, as `add_scalar_dict` writes); if that fails
+        parsed columnar whole (several values per event, as `add_scalar_rows` writes); if that fails
         (histograms, text, step 0 or the file_version record among them) it is split at the records that are not
         scalars (`plain_scalar_mask`), each run of scalars is parsed columnar and the others one by one.
         `located`: (buffer, starts, lengths) where the records lie in the scanned chunk (`RecordScan`), so the

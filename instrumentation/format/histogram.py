@@ -37,7 +37,8 @@ def buckets_from_histo(bucket_limit: np.ndarray, counts: np.ndarray, minimum: fl
 
 
 def buckets_from_tensor(rows: np.ndarray) -> Buckets:
-    """A `[k,3]` (left, right, count) tensor -> edges = first left + every right (TensorBoard writes them contiguous)."""
+    """A `[k,3]` (left, right, count) tensor -> edges = first left + every right (TensorBoard writes them
+    contiguous)."""
     rows = np.asarray(rows, dtype=np.float64).reshape(-1, 3)
     if rows.shape[0] == 0:
         return Buckets(np.zeros(1), np.zeros(0))

@@ -25,7 +25,8 @@ def _map_entry(name: str, value_type_name: str) -> Any:
     return entry
 
 
-_CLASSES = protos.build_file("flowscope/tensorboard/hparams.proto", dependencies=[_STRUCT_FILE], package=PACKAGE, enums=[
+_CLASSES = protos.build_file("flowscope/tensorboard/hparams.proto", dependencies=[_STRUCT_FILE],
+                             package=PACKAGE, enums=[
     enum("DataType", [("DATA_TYPE_UNSET", 0), ("DATA_TYPE_STRING", 1), ("DATA_TYPE_BOOL", 2),
                       ("DATA_TYPE_FLOAT64", 3)]),
     enum("DatasetType", [("DATASET_UNKNOWN", 0), ("DATASET_TRAINING", 1), ("DATASET_VALIDATION", 2)]),

@@ -10,7 +10,8 @@ FieldSpec = tuple  # (name, number, type, repeated?, type_name, oneof_index)
 
 _F = descriptor_pb2.FieldDescriptorProto
 DOUBLE, FLOAT, INT64, UINT64, INT32 = _F.TYPE_DOUBLE, _F.TYPE_FLOAT, _F.TYPE_INT64, _F.TYPE_UINT64, _F.TYPE_INT32
-BOOL, STRING, BYTES, MESSAGE, ENUM, UINT32 = _F.TYPE_BOOL, _F.TYPE_STRING, _F.TYPE_BYTES, _F.TYPE_MESSAGE, _F.TYPE_ENUM, _F.TYPE_UINT32
+BOOL, STRING, BYTES = _F.TYPE_BOOL, _F.TYPE_STRING, _F.TYPE_BYTES
+MESSAGE, ENUM, UINT32 = _F.TYPE_MESSAGE, _F.TYPE_ENUM, _F.TYPE_UINT32
 
 PACKAGE = "flowscope.tensorboard"
 # NOTE: a private pool, so these classes never clash with TensorBoard's or TensorFlow's own generated protos,

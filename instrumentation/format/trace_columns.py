@@ -255,7 +255,8 @@ def _fold_duplicates(ops: OpColumns) -> OpColumns:
     keep[rows] = False
     arrays = {f.name: getattr(ops, f.name) for f in fields(ops)}
     arrays.update(sums)
-    return OpColumns(**{name: value[keep] if isinstance(value, np.ndarray) else value for name, value in arrays.items()})
+    return OpColumns(**{name: value[keep] if isinstance(value, np.ndarray) else value
+                        for name, value in arrays.items()})
 
 
 def _shape_text(args: dict) -> str:

@@ -49,7 +49,8 @@ def step_time_us(columns: TraceColumns) -> float:
     return float((ops.ts_us + ops.dur_us).max() - ops.ts_us.min()) if len(ops) else 0.0
 
 
-def op_stats(columns: TraceColumns, group_by: str = "op", sort_by: str = "self_us", kernels: bool = False) -> list[OpStat]:
+def op_stats(columns: TraceColumns, group_by: str = "op", sort_by: str = "self_us",
+             kernels: bool = False) -> list[OpStat]:
     """Host ops (or device kernels) grouped by ``op`` name, innermost ``module``, or op name + input ``shape``.
 
     For ``module``, calls and total time come from the module spans when the trace has them (inclusive time of

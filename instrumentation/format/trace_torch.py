@@ -14,7 +14,8 @@ AUTOGRAD_PREFIX = "autograd::engine::evaluate_function"
 FLOW_FWDBWD = "fwdbwd"  # flow events: "s" at the forward op, "f" at its backward node (same id)
 FLOW_KERNEL = "ac2g"  # flow events from a host launch ("s") to the device kernel ("f")
 MEMORY_EVENT = "[memory]"  # instant event per allocation (Bytes > 0) or free (Bytes < 0)
-MEMORY_BYTES, MEMORY_TOTAL, MEMORY_DEVICE_TYPE, MEMORY_DEVICE_ID = "Bytes", "Total Allocated", "Device Type", "Device Id"
+MEMORY_BYTES, MEMORY_TOTAL = "Bytes", "Total Allocated"
+MEMORY_DEVICE_TYPE, MEMORY_DEVICE_ID = "Device Type", "Device Id"
 CORRELATION = "correlation"  # args of a kernel and of the runtime call that launched it
 MODULE_PREFIX = "nn.Module: "  # python_function events (with_stack=True) of each Module.__call__: "nn.Module: Linear_0"
 PYTHON_CAT = "python_function"
@@ -46,7 +47,8 @@ def memory_events(events: list[Any], thread_id) -> MemoryEvents:
         total[i] = sum(totals.values())
     return MemoryEvents(np.array([float(e.get("ts", 0.0)) for e in found], dtype=np.float64),
                         np.array([thread_id(e) for e in found], dtype=np.int64),
-                        np.array([int((e.get("args") or _EMPTY).get(MEMORY_BYTES) or 0) for e in found], dtype=np.int64),
+                        np.array([int((e.get("args") or _EMPTY).get(MEMORY_BYTES) or 0) for e in found],
+                                 dtype=np.int64),
                         total)
 
 

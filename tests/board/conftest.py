@@ -33,8 +33,8 @@ def pytest_unconfigure(config) -> None:
     terminalreporter.write_line("install Debian's chromium with `apt-get install -y chromium` (never `playwright "
                                 "install`) and rerun `make test`: the board's pages are only tested in a real browser.",
                                 red=True)
-    terminalreporter.write_sep("!", f"{len(skipped)} BROWSER TESTS SKIPPED: Debian's chromium is not installed", red=True,
-                               bold=True)
+    terminalreporter.write_sep("!", f"{len(skipped)} BROWSER TESTS SKIPPED: Debian's chromium is not installed",
+                               red=True, bold=True)
 
 
 @pytest.fixture(scope="session")
@@ -58,7 +58,8 @@ def fixture_logdir(tmp_path: Path) -> Path:
                 writer.add_scalar("loss/train", loss, step, walltime=1.7e9 + step)
                 writer.add_scalar("lr", 0.1 * 0.999**step, step, walltime=1.7e9 + step)
                 if step % 300 == 0:
-                    writer.add_histogram("weight/fc", rng.standard_normal(500) + step / 1000, step, walltime=1.7e9 + step)
+                    writer.add_histogram("weight/fc", rng.standard_normal(500) + step / 1000, step,
+                                         walltime=1.7e9 + step)
             writer.add_scalar("loss/train", float("nan"), 3000, walltime=1.7e9 + 3000)
     return logdir
 

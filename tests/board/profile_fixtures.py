@@ -35,7 +35,8 @@ def profiled_engine_run(run_dir: Path, steps: int = 6, watched: bool = False) ->
     return prof.traces_written[0]
 
 
-def torch_profiler_trace(directory: Path, steps: int = 4, profile_memory: bool = False, keep: list | None = None) -> Path:
+def torch_profiler_trace(directory: Path, steps: int = 4, profile_memory: bool = False,
+                         keep: list | None = None) -> Path:
     """``torch.profiler`` on a small PyTorch MLP, exported with its TensorBoard handler (``*.pt.trace.json``);
     ``profile_memory`` records torch's ``[memory]`` events; ``keep`` receives the profiler (for key_averages)."""
     import torch

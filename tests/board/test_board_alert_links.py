@@ -9,7 +9,8 @@ from instrumentation.format.alerts import Alert
 
 
 def test_memory_alerts_open_their_snapshot_on_the_memory_page():
-    oom = RunAlert("exp/a b", Alert("oom", "error", "fc1", "out of memory", 7, 0.0, {"snapshot": "2026_11_29_17_00_00"}))
+    oom = RunAlert("exp/a b", Alert("oom", "error", "fc1", "out of memory", 7, 0.0,
+                                    {"snapshot": "2026_11_29_17_00_00"}))
     url = urlsplit(alert_link(oom))
     assert url.path == "/memory"
     assert parse_qs(url.query) == {"run": ["exp/a b"], "snapshot": ["2026_11_29_17_00_00"], "step": ["7"]}
@@ -32,7 +33,8 @@ def test_input_bound_alerts_open_the_step_on_the_profile_page():
     waiting = RunAlert("exp/r", Alert("input_bound", "warning", "data", "waits for data", 12, 0.0, {}))
     url = urlsplit(alert_link(waiting))
     assert url.path == "/profile" and parse_qs(url.query) == {"run": ["exp/r"], "step": ["12"], "kind": ["input_bound"]}
-    windowed = RunAlert("r", Alert("input_bound", "warning", "data", "waits", 19, 0.0, {"first_step": 0, "last_step": 19}))
+    windowed = RunAlert("r", Alert("input_bound", "warning", "data", "waits", 19, 0.0,
+                                   {"first_step": 0, "last_step": 19}))
     assert parse_qs(urlsplit(alert_link(windowed)).query) == {"run": ["r"], "step": ["19"], "kind": ["input_bound"],
                                                               "first": ["0"], "last": ["19"]}
 
@@ -58,7 +60,8 @@ def test_a_badge_tooltip_does_not_repeat_a_subject_its_message_begins_with():
     dead = RunAlert("r", Alert("dead_units", "warning", "3", "3: 94% of its units were never positive", 9, 0.0))
     other = RunAlert("r", Alert("leak", "warning", "fc1", "grows 1 KiB a step", 9, 0.0))
     site = "train.py:12 step"
-    leak = RunAlert("r", Alert("leak", "warning", site, f"live memory grows: 1 block per step allocated at {site}", 9, 0.0))
+    leak = RunAlert("r", Alert("leak", "warning", site, f"live memory grows: 1 block per step allocated at {site}",
+                               9, 0.0))
     titles = [_badge(KindSummary(item.alert.kind, 1, item.alert.severity, item)).title
               for item in (dead, other, leak)]
     assert titles == ["3: 94% of its units were never positive", "fc1: grows 1 KiB a step", leak.alert.message]

@@ -71,7 +71,8 @@ def test_every_alert_of_every_run_with_all_its_fields(client: FlaskClient) -> No
     ("kind=no_such_kind", {"kinds": {"no_such_kind"}}),  # kinds are open-ended: an unknown one matches nothing
     ("severity=error", {"severities": {"error"}}),
     ("severity=warning,error&run=a", {"severities": {"warning", "error"}, "runs": {"a"}}),
-    ("severity=error&kind=nonfinite&run=b/rank0", {"severities": {"error"}, "kinds": {"nonfinite"}, "runs": {"b/rank0"}}),
+    ("severity=error&kind=nonfinite&run=b/rank0",
+     {"severities": {"error"}, "kinds": {"nonfinite"}, "runs": {"b/rank0"}}),
 ])
 def test_filters(client: FlaskClient, query: str, selection: dict) -> None:
     assert listed(client, f"/api/alerts?{query}") == expected(**selection)

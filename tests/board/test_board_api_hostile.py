@@ -40,7 +40,8 @@ def hostile_logdir(tmp_path: Path) -> Path:
     alerts = logdir / "run" / ALERTS_RELPATH
     alerts.parent.mkdir(parents=True)
     alerts.write_text(json.dumps({"kind": "nonfinite", "severity": "error", "subject": "fc.weight", "message": "NaN",
-                                  "step": 2, "wall_time": 1.7e9, "evidence": {"max": math.inf, "mean": math.nan}}) + "\n")
+                                  "step": 2, "wall_time": 1.7e9,
+                                  "evidence": {"max": math.inf, "mean": math.nan}}) + "\n")
     return logdir
 
 
@@ -136,7 +137,8 @@ def test_bad_parameters_name_what_is_wrong(client: FlaskClient, url: str, status
 def _sections_request(run_filter: object, tag_filter: object) -> dict:
     """The Scalars page's filter callback request, as the browser sends it."""
     return {"output": "..scalars-sections.children...scalars-tag-list.data..",
-            "outputs": [{"id": "scalars-sections", "property": "children"}, {"id": "scalars-tag-list", "property": "data"}],
+            "outputs": [{"id": "scalars-sections", "property": "children"},
+                        {"id": "scalars-tag-list", "property": "data"}],
             "inputs": [{"id": "scalars-poll", "property": "n_intervals", "value": 1},
                        {"id": "scalars-run-filter", "property": "value", "value": run_filter},
                        {"id": "scalars-tag-filter", "property": "value", "value": tag_filter},

@@ -20,7 +20,8 @@ def graph_selector(tag: str) -> str:
 
 
 def trace_x(page: Page, tag: str, trace: int = 0) -> list:
-    return page.eval_on_selector(graph_selector(tag), f"gd => (gd.data && gd.data[{trace}]) ? Array.from(gd.data[{trace}].x) : []")
+    return page.eval_on_selector(graph_selector(tag),
+                                 f"gd => (gd.data && gd.data[{trace}]) ? Array.from(gd.data[{trace}].x) : []")
 
 
 def test_every_page_renders_the_fixture_without_console_errors(page: Page, fixture_logdir: Path, serve_board) -> None:

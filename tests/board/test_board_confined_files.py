@@ -175,7 +175,8 @@ def test_a_link_at_the_request_name_is_replaced_not_written_through(tmp_path: Pa
     write_listener(run_dir)  # a training process listens (this one)
     request = request_capture({"run": run_dir}, "run", 3, True, store.logdir)
     assert target.read_text() == "keep me"
-    assert not link.is_symlink() and fmt.read_capture_status(run_dir, root=store.logdir).request_id == request.request_id
+    assert not link.is_symlink()
+    assert fmt.read_capture_status(run_dir, root=store.logdir).request_id == request.request_id
 
 
 def test_write_atomic_refuses_a_directory_that_became_a_link_after_the_check(tmp_path: Path, monkeypatch) -> None:

@@ -26,7 +26,8 @@ def test_matches_what_python_re_matches_for_ordinary_patterns(pattern: str) -> N
 
 
 @pytest.mark.parametrize("pattern, reason", [("(loss", "missing )"), (r"(a)\1", "invalid escape sequence"),
-                                             ("(?<=a)b", "invalid perl operator"), ("[z-a]", "invalid character class range"),
+                                             ("(?<=a)b", "invalid perl operator"),
+                                             ("[z-a]", "invalid character class range"),
                                              ("a" * (MAX_PATTERN_CHARS + 1), "longer than")])
 def test_an_invalid_or_unsupported_pattern_matches_nothing_and_says_why(pattern: str, reason: str) -> None:
     assert matching(NAMES, pattern) == []  # not a silent plain-text match of the names containing "(loss"

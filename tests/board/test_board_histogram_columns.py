@@ -71,8 +71,8 @@ def test_restart_rule_and_slices_match_a_list_of_points() -> None:
     for step in [*range(10), *range(5, 12), 3, 4]:  # two restarts
         edges = np.sort(rng.normal(size=int(rng.integers(1, 6)) + 1))
         counts = rng.integers(0, 9, len(edges) - 1).astype(np.float64)
-        values.append(HistogramPoint(step, float(step), float(edges[0]), float(edges[-1]), float(counts.sum()), edges, counts,
-                                     float(rng.normal()), float(rng.random())))
+        values.append(HistogramPoint(step, float(step), float(edges[0]), float(edges[-1]), float(counts.sum()), edges,
+                                     counts, float(rng.normal()), float(rng.random())))
     series = HistogramSeries()
     series.extend(HistogramColumns.from_values(values[:13]))
     for value in values[13:]:

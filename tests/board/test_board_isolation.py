@@ -88,7 +88,8 @@ def test_a_worker_failing_on_one_run_caches_the_others_and_is_not_started_again_
 
     started: list[list[str]] = []
     monkeypatch.setattr(store_module, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(LogdirStore, "_decode_in_workers", lambda self, runs, decoded: started.append([r.name for r in runs]))
+    monkeypatch.setattr(LogdirStore, "_decode_in_workers",
+                        lambda self, runs, decoded: started.append([r.name for r in runs]))
     store = LogdirStore(logdir, cache_root=cache_root, workers=2)
     store.refresh()
     store.refresh()

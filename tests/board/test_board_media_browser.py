@@ -126,7 +126,8 @@ def test_runs_page_names_the_data_it_does_not_show(page: Page, board) -> None:
     errors = watch_console(page)
     page.goto(board.url + "/")
     expect(page.locator("#runs-plugins-not-shown li")).to_have_text(["projector: 1 run, 1 tag"])  # graphs: shown
-    expect(page.locator("table.fs-table .fs-run-name")).to_have_text([re.compile(f"{run}$") for run in RUNS])  # hparams sub-runs folded away
+    # hparams sub-runs folded away
+    expect(page.locator("table.fs-table .fs-run-name")).to_have_text([re.compile(f"{run}$") for run in RUNS])
     _shot(page, "runs")
     assert errors == [], "\n".join(errors)
 

@@ -21,7 +21,8 @@ def _record(value, step: int = 1) -> bytes:
 
 
 def _plugin_value(tag: str, plugin: str, content: bytes = b"", tensor=None):
-    metadata = protos.SummaryMetadata(plugin_data=protos.SummaryMetadata.PluginData(plugin_name=plugin, content=content))
+    plugin_data = protos.SummaryMetadata.PluginData(plugin_name=plugin, content=content)
+    metadata = protos.SummaryMetadata(plugin_data=plugin_data)
     return protos.Summary.Value(tag=tag, metadata=metadata, **({"tensor": tensor} if tensor is not None else {}))
 
 

@@ -43,7 +43,7 @@ def test_capture_on_a_finished_run_says_no_process_is_listening(page: Page, tmp_
     page.screenshot(path=str(tmp_path / "capture-finished.png"), full_page=True)
 
     fmt.write_capture_request(run_dir, 4)  # left by an older board, say: the page does not wait for it in silence
-    expect(status).to_have_text("requested 4 steps of logits-leak, but no training process is listening to this run: it "
-                                "has finished, or it trains without on-demand capture (watch(..., "
+    expect(status).to_have_text("requested 4 steps of logits-leak, but no training process is listening to this "
+                                "run: it has finished, or it trains without on-demand capture (watch(..., "
                                 "capture_requests=True) or profile(..., on_demand=True))")
     assert errors == []

@@ -1,5 +1,6 @@
 """Every alert badge of the demo, clicked on the Runs page in a real browser, opens a page that draws the alert's
-evidence with its step or window marked: the demo's own runs, trained by its own code, read back from Plotly's figure."""
+evidence with its step or window marked: the demo's own runs, trained by its own code, read back from Plotly's
+figure."""
 from __future__ import annotations
 
 import json

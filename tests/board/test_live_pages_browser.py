@@ -43,7 +43,8 @@ def test_scalars_appends_points_written_while_the_page_is_open(page: Page, tmp_p
     errors = open_page_at(page, board.url + "/scalars")
     graph = _scalars_graph("train/loss")
     page.wait_for_function(f"() => {{ const gd = document.querySelector(`{graph}`);"
-                           f" return gd && gd.data && gd.data.length === 8 && gd.data[0].x.length === {FIRST_STEPS}; }}")
+                           " return gd && gd.data && gd.data.length === 8"
+                           f" && gd.data[0].x.length === {FIRST_STEPS}; }}")
     if not smoothing:
         page.locator("#scalars-smoothing [role=slider]").first.press("Home")  # the handle, in either dash
         expect(page.locator("#scalars-smoothing-value")).to_have_text("0.00")

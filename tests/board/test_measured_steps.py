@@ -32,7 +32,8 @@ def test_the_sampling_is_said_in_words() -> None:
     assert sampling_note(np.arange(0, 1000, 100)) == "every 100 steps from step 0"
     assert sampling_note(np.array([45, 90])) == "at steps 45, 90"
     # a regular stretch that ends before the series does says where, and what came after it
-    assert sampling_note(np.array([*range(32), 47, 60, 89])) == "every step from step 0 to step 31, then at steps 47, 60, 89"
+    assert sampling_note(np.array([*range(32), 47, 60, 89])) == (
+        "every step from step 0 to step 31, then at steps 47, 60, 89")
     assert sampling_note(np.array([*range(0, 100, 10), 101, 103, 110, 130, 131, 170])) == (
         "every 10 steps from step 0 to step 90, then 6 points to step 170")
     assert sampling_note(np.array([0, 5, 9, 30, 31])) == "5 points at irregular steps"

@@ -106,8 +106,10 @@ def test_the_limit_and_the_oom_step_are_on_the_chart(logdir) -> None:
     [oom_line] = [s for s in figure["layout"]["shapes"] if s["name"] == "oom-step"]
     assert oom_line["x0"] == oom_line["x1"] == alert.step and oom_line["line"]["width"] > 2  # the focused alert
     snapshots = _trace(figure, "snapshots")
-    focused = snapshots["customdata"].index(next(c for c in snapshots["customdata"] if c[0] == alert.evidence["snapshot"]))
-    assert snapshots["x"][focused] == alert.step and snapshots["marker"]["size"][focused] == max(snapshots["marker"]["size"])
+    snapshot_id = alert.evidence["snapshot"]
+    focused = snapshots["customdata"].index(next(c for c in snapshots["customdata"] if c[0] == snapshot_id))
+    assert snapshots["x"][focused] == alert.step
+    assert snapshots["marker"]["size"][focused] == max(snapshots["marker"]["size"])
 
 
 def test_the_leak_window_and_step_are_marked_and_its_snapshot_is_that_step_end(logdir) -> None:
@@ -121,6 +123,7 @@ def test_the_leak_window_and_step_are_marked_and_its_snapshot_is_that_step_end(l
     assert (window["x0"], window["x1"]) == (min(alert.evidence["steps"]), max(alert.evidence["steps"]))
     [step] = [s for s in figure["layout"]["shapes"] if s["name"] == "leak-step"]
     assert step["x0"] == alert.step
-    [snapshot] = [read_snapshot(f.path) for f in list_snapshots(root / "leak") if f.capture_id == alert.evidence["snapshot"]]
+    [snapshot] = [read_snapshot(f.path) for f in list_snapshots(root / "leak")
+                  if f.capture_id == alert.evidence["snapshot"]]
     assert snapshot.step == alert.step and snapshot.allocator.allocated == line.allocated[at]
     assert snapshot.allocator.peak == np.max(line.peak[: at + 1])  # the highest up to that step, as the chart's

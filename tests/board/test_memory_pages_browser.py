@@ -32,7 +32,8 @@ def test_memory_page_leak_evidence_and_oom_report(page: Page, tmp_path: Path, me
 
     page.goto(url + "/memory?run=leaky")
     timeline = plot("[id='{\"device\":\"cpu\",\"type\":\"memory-timeline\"}']")
-    page.wait_for_function(f"() => {{ const gd = document.querySelector(`{timeline}`); return gd && gd.data && gd.data.length >= 4; }}")
+    page.wait_for_function(f"() => {{ const gd = document.querySelector(`{timeline}`);"
+                           " return gd && gd.data && gd.data.length >= 4; }")
     names = page.eval_on_selector(timeline, "gd => gd.data.map(t => t.name)")
     assert {"parameter", "gradient", "activation", "peak", "allocated"} <= set(names)
     stacked = page.eval_on_selector(timeline, "gd => gd.data.filter(t => t.stackgroup === 'bands').length")
@@ -40,7 +41,8 @@ def test_memory_page_leak_evidence_and_oom_report(page: Page, tmp_path: Path, me
     expect(page.locator("#memory-alerts")).to_contain_text("leak")
     expect(page.locator("#memory-alerts")).to_contain_text("training_loops.py")
     evidence = plot("[id='{\"index\":0,\"type\":\"memory-leak-evidence\"}']")
-    page.wait_for_function(f"() => {{ const gd = document.querySelector(`{evidence}`); return gd && gd.data && gd.data.length === 2; }}")
+    page.wait_for_function(f"() => {{ const gd = document.querySelector(`{evidence}`);"
+                           " return gd && gd.data && gd.data.length === 2; }")
     assert "B/step" in page.eval_on_selector(evidence, "gd => gd.data[1].name")
     page.screenshot(path=str(tmp_path / "memory-leak.png"), full_page=True)
 

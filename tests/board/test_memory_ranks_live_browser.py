@@ -138,7 +138,8 @@ def test_a_straggler_link_shades_its_window_and_highlights_its_rank(page: Page, 
     # the busy time the rule compares (the input found by its label: dash 2.17 gives radio inputs no value attribute)
     expect(page.locator("#ranks-series label", has_text="compute (busy)").locator("input")).to_be_checked()
     page.wait_for_function(f"() => {{ const gd = document.querySelector({json.dumps(RANK_LINES)});"
-                           " return gd && gd.layout && (gd.layout.shapes || []).some(s => s.name === 'alert-window'); }")
+                           " return gd && gd.layout"
+                           " && (gd.layout.shapes || []).some(s => s.name === 'alert-window'); }")
     [window] = [s for s in _shapes(page, RANK_LINES) if s["name"] == "alert-window"]
     assert (window["x0"], window["x1"]) == (0, 19)
     widths = page.eval_on_selector(RANK_LINES, "gd => Object.fromEntries(gd.data.map(t => [t.name, t.line.width]))")

@@ -52,7 +52,8 @@ def test_profile_page_shows_a_capture_and_a_torch_trace(page: Page, tmp_path: Pa
     expect(page.locator("#profile-ops th").first).to_contain_text("module")
     expect(page.locator("#profile-ops")).to_contain_text("(model)")
     page.eval_on_selector("#profile-timeline .js-plotly-plot", "gd => Plotly.relayout(gd, {'xaxis.range': [0, 0.05]})")
-    page.wait_for_function("() => document.querySelector('#profile-timeline .js-plotly-plot').layout.xaxis.range[1] === 0.05")
+    page.wait_for_function("() => document.querySelector('#profile-timeline .js-plotly-plot')"
+                           ".layout.xaxis.range[1] === 0.05")
 
     page.click("#profile-group-by label:has-text('op')")
     page.click("#profile-capture")

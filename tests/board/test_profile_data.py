@@ -8,7 +8,8 @@ import pytest
 
 from board.config import BoardConfig
 from board.data.profile import BREAKDOWN_PARTS, step_breakdown, step_timeline, top_ops
-from board.data.profile_captures import CaptureRequestsDisabled, NotListening, TraceCache, find_captures, request_capture
+from board.data.profile_captures import (CaptureRequestsDisabled, NotListening, TraceCache, find_captures,
+                                         request_capture)
 from instrumentation.format import trace as fmt
 from instrumentation.format.capture_listener import write_listener
 from instrumentation.format.trace_columns import columns_from_trace

@@ -134,7 +134,8 @@ def test_the_page_callback_marks_a_straggler_window_and_its_rank(client: FlaskCl
     focus = {"group": "ddp", "rank": 2, "window": [5, 9]}
     answer = client.post("/_dash-update-component", json=_refresh_request("ddp", None, "compute", focus)).get_json()
     for chart in ("ranks-step-times", "ranks-skew"):
-        [shape] = [s for s in answer["response"][chart]["figure"]["layout"]["shapes"] if s.get("name") == "alert-window"]
+        shapes = answer["response"][chart]["figure"]["layout"]["shapes"]
+        [shape] = [s for s in shapes if s.get("name") == "alert-window"]
         assert (shape["x0"], shape["x1"]) == (5, 9)
     lines = {t["name"]: t for t in answer["response"]["ranks-step-times"]["figure"]["data"]}
     assert lines["rank2"]["line"]["width"] > lines["rank0"]["line"]["width"] and "opacity" not in lines["rank2"]

@@ -289,7 +289,8 @@ def test_compute_is_the_busy_time_of_the_straggler_rule_and_the_parts_add_up_to_
 def test_a_rank_without_the_cpu_wait_counts_none_and_is_named_only_if_others_log_it(tmp_path: Path) -> None:
     for rank in range(2):
         write_rank(tmp_path / "new" / f"rank{rank}", rank_tags(np.array([40.0, 50.0]), np.array([1.0, 1.0]),
-                                                               np.array([4.0, 6.0]), cpu_wait_ms=np.array([20.0, 25.0])))
+                                                               np.array([4.0, 6.0]),
+                                                               cpu_wait_ms=np.array([20.0, 25.0])))
     write_rank(tmp_path / "new" / "rank2", rank_tags(np.array([40.0, 50.0]), np.array([1.0, 1.0]),
                                                      np.array([4.0, 6.0])))  # an older instrumentation
     view = ranks_view(store_of(tmp_path), "new")

@@ -88,7 +88,8 @@ def test_a_freed_slot_is_taken_by_the_next_new_group_and_the_others_keep_theirs(
 
 
 def test_creation_key_and_rank_come_from_the_names() -> None:
-    location = RunLocation("r", Path("."), ("events.out.tfevents.1700000009.h.7.3", "events.out.tfevents.1700000010.h.7.1"))
+    location = RunLocation("r", Path("."),
+                           ("events.out.tfevents.1700000009.h.7.3", "events.out.tfevents.1700000010.h.7.1"))
     assert creation_key(location) == (1700000009.0, "h", 7, 3)
     assert creation_key(RunLocation("r", Path("."), ("events.out.tfevents.weird",)))[0] == float("inf")
     assert [rank_of(r) for r in ("job/rank3", "rank3", "job/ranks", "job")] == [3, 3, None, None]

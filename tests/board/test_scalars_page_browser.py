@@ -56,7 +56,8 @@ def open_page(page: Page, board) -> list[str]:
     return errors
 
 
-def test_users_tags_lead_and_instrumentation_groups_start_collapsed(page: Page, scalars_logdir: Path, serve_board) -> None:
+def test_users_tags_lead_and_instrumentation_groups_start_collapsed(page: Page, scalars_logdir: Path,
+                                                                     serve_board) -> None:
     errors = open_page(page, serve_board(scalars_logdir))
     groups = page.eval_on_selector_all("details.fs-section[data-group]",
                                        "els => els.map(e => [e.dataset.group, e.open])")

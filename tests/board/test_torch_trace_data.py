@@ -3,7 +3,6 @@ checked against numbers computed here from the trace's own events and against to
 from __future__ import annotations
 
 import collections
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -9,7 +9,8 @@ class FakeNvmlError(Exception):
     pass
 
 
-def fake_pynvml(gpus: int = 2, unsupported: tuple[int, str] | None = None, init_error: bool = False) -> types.ModuleType:
+def fake_pynvml(gpus: int = 2, unsupported: tuple[int, str] | None = None,
+                init_error: bool = False) -> types.ModuleType:
     """A module with pynvml's names and deterministic readings: GPU i uses (i+1) GiB of 80 GiB, util 10*(i+1) %,
     power 100 W + i, 60 + i °C; this process holds 512 MiB on GPU 0."""
     module = types.ModuleType("pynvml")

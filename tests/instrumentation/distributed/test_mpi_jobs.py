@@ -1,8 +1,9 @@
 """Real MPI jobs (``mpiexec --oversubscribe -n 2`` and ``-n 4``, started by the test, each a hang guard of 120 s):
 the demo's data-parallel script with watch() on every rank. Each rank writes its own run; a rank sleeping as long as its
-compute (2 ranks; 60 % with 4) raises ``straggler`` in its own run and no other rank does (4 ranks: it is the busiest, nobody else is named);
-a healthy job raises nothing but, on a loaded machine, a true straggler warning; the replicas' checksums agree step for step; a rank that changes a weight behind DDP's
-back raises ``replica_divergence``; a rank that raises leaves every rank's steps in its files.
+compute (2 ranks; 60 % with 4) raises ``straggler`` in its own run and no other rank does (4 ranks: it is the busiest,
+nobody else is named); a healthy job raises nothing but, on a loaded machine, a true straggler warning; the replicas'
+checksums agree step for step; a rank that changes a weight behind DDP's back raises ``replica_divergence``; a rank that
+raises leaves every rank's steps in its files.
 
 Step size: a 256-384-384-10 MLP on a per-rank batch of 256 with one BLAS thread: 6-17 ms steps for 2 ranks and
 18-50 ms for 4 on this 2-core machine (shared with other jobs, load average 4-17 while measured). What makes the
@@ -11,8 +12,9 @@ sliced with other processes, were over the 15 % margin on up to 19-20 of 20 step
 at most 8 in 9 windows with the engine's communication thread), while the planted 2-rank straggler was over it on
 13-20 of 20. A CI machine under heavier load once kept one healthy rank 1.3x slower for 20 of 20 steps: that warning
 is true (the rank was descheduled), so the healthy job asserts that every other detector is silent and that a straggler
-warning, if any, meets its own rule. The healthy job runs on 2 ranks only: with 4 ranks on 2 cores a step is mostly CPU wait and the busy time
-left is a small, noisy difference (one healthy 4-rank job in 7 raised a straggler alert with the Iallreduce engine)."""
+warning, if any, meets its own rule. The healthy job runs on 2 ranks only: with 4 ranks on 2 cores a step is mostly
+CPU wait and the busy time left is a small, noisy difference (one healthy 4-rank job in 7 raised a straggler alert
+with the Iallreduce engine)."""
 from __future__ import annotations
 
 import gzip

@@ -25,35 +25,38 @@ class ScalarLog:
         pass
 
 
-class DictLog(ScalarLog):
+class RowsLog(ScalarLog):
     def __init__(self, log_dir: str) -> None:
         super().__init__(log_dir)
-        self.batches: list[tuple[dict, int]] = []
+        self.batches: list[tuple[list, int]] = []  # ([(tag, value), ...], step) per row
 
-    def add_scalar_dict(self, values: dict, step: int) -> None:
-        self.batches.append((dict(values), step))
-        self.calls.extend((tag, value, step) for tag, value in values.items())
+    def add_scalar_rows(self, tags: tuple, rows, steps, walltimes=None) -> None:
+        assert tags.__class__ is tuple
+        for row, step in zip(rows, steps):
+            self.batches.append(([(tag, float(value)) for tag, value in zip(tags, row)], step))
+            self.calls.extend((tag, float(value), step) for tag, value in zip(tags, row))
 
 
 def test_one_call_per_step_and_a_new_step_flushes_the_last(tmp_path):
-    log = DictLog(str(tmp_path))
+    log = RowsLog(str(tmp_path))
     scalars = StepScalars(log)
     scalars.add("a", 1.0, 0)
     scalars.add("b", 2.0, 0)
     scalars.add("a", 3.0, 1)  # a new step: step 0 goes out first
-    assert log.batches == [({"a": 1.0, "b": 2.0}, 0)]
+    assert log.batches == [([("a", 1.0), ("b", 2.0)], 0)]
     scalars.flush()
     scalars.flush()
-    assert log.batches == [({"a": 1.0, "b": 2.0}, 0), ({"a": 3.0}, 1)]
+    assert log.batches == [([("a", 1.0), ("b", 2.0)], 0), ([("a", 3.0)], 1)]
 
 
-def test_a_repeated_tag_or_a_plain_writer_gets_one_add_scalar_per_value(tmp_path):
-    log = DictLog(str(tmp_path))
+def test_a_repeated_tag_stays_in_the_row_and_a_plain_writer_gets_one_add_scalar_per_value(tmp_path):
+    log = RowsLog(str(tmp_path))
     scalars = StepScalars(log)
-    for value in (1.0, 2.0):  # a layer called twice in one step
+    for value in (1.0, 2.0):  # a layer called twice in one step: two points at step 4, as add_scalar gives
         scalars.add("act/0/mean_abs", value, 4)
     scalars.flush()
-    assert log.batches == [] and log.calls == [("act/0/mean_abs", 1.0, 4), ("act/0/mean_abs", 2.0, 4)]
+    assert log.batches == [([("act/0/mean_abs", 1.0), ("act/0/mean_abs", 2.0)], 4)]
+    assert log.calls == [("act/0/mean_abs", 1.0, 4), ("act/0/mean_abs", 2.0, 4)]
     plain = ScalarLog(str(tmp_path))
     scalars = StepScalars(plain)
     scalars.add("x", 1.0, 0)
@@ -83,11 +86,13 @@ def _train(writer, steps: int = 6) -> list:
 
 
 def test_watch_writes_the_same_scalars_through_either_writer_path(tmp_path):
-    plain, batched = ScalarLog(str(tmp_path / "plain")), DictLog(str(tmp_path / "batched"))
+    plain, batched = ScalarLog(str(tmp_path / "plain")), RowsLog(str(tmp_path / "batched"))
     _train(plain)
     _train(batched)
-    # one call per step (step 0's scalars also before its histograms; the loss goes on its own, after the step)
-    assert [step for _, step in batched.batches] == [0, 0, 1, 2, 3, 4, 5]
+    # one row per step (step 0's scalars also before its histograms); the losses in one batch at close()
+    is_loss = lambda row: row[0][0] == "train/loss"  # noqa: E731
+    assert [step for row, step in batched.batches if not is_loss(row)] == [0, 0, 1, 2, 3, 4, 5]
+    assert [step for row, step in batched.batches if is_loss(row)] == [0, 1, 2, 3, 4, 5]
     drop_timing = lambda calls: [(t, v, s) for t, v, s in calls if not t.startswith("perf/")]  # noqa: E731
     assert drop_timing(batched.calls) == drop_timing(plain.calls)
     tags = {tag for tag, _, _ in plain.calls}

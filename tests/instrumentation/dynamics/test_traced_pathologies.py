@@ -4,7 +4,6 @@ calls the modules' forward hooks, so watch() works unchanged."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import engine
 from engine import hooks, nn

@@ -64,7 +64,8 @@ def test_sgd_momentum_weight_decay_update_ratio_matches_the_hand_computed_update
         np.testing.assert_allclose(logged, expected[name], rtol=2e-4, err_msg=name)  # float32 weights
         np.testing.assert_allclose([scalars[f"grad_norm/{name}"][s] for s in range(len(batches))], grad_norms[name],
                                    rtol=1e-6)
-    assert scalars["train/learning_rate"] == pytest.approx({step: lr for step in range(len(batches))})  # float32 on disk
+    # float32 on disk
+    assert scalars["train/learning_rate"] == pytest.approx({step: lr for step in range(len(batches))})
     assert sorted(scalars["train/loss"]) == list(range(len(batches)))
 
 

@@ -23,7 +23,8 @@ def test_round_trip_and_incremental_reads(tmp_path):
 
 
 def test_non_finite_evidence_is_written_as_strings(tmp_path):
-    AlertWriter(tmp_path).write(Alert("nonfinite", "error", "x", "m", 1, 0.0, {"min": float("nan"), "max": float("inf")}))
+    AlertWriter(tmp_path).write(Alert("nonfinite", "error", "x", "m", 1, 0.0,
+                                      {"min": float("nan"), "max": float("inf")}))
     line = (tmp_path / ALERTS_RELPATH).read_text().strip()
     assert json.loads(line)["evidence"] == {"min": "nan", "max": "inf"}
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from instrumentation.format.memory_snapshot import (AllocatorState, HistoryEntry, MemoryBlock, MemorySnapshot, Requested,
-                                                    SnapshotHeader, list_snapshots, new_capture_id, read_snapshot,
-                                                    read_snapshot_header, write_snapshot)
+from instrumentation.format.memory_snapshot import (AllocatorState, HistoryEntry, MemoryBlock, MemorySnapshot,
+                                                    Requested, SnapshotHeader, list_snapshots, new_capture_id,
+                                                    read_snapshot, read_snapshot_header, write_snapshot)
 
 SNAPSHOT = MemorySnapshot(
     device="cpu", reason="oom", step=7, wall_time=1.7e9,

@@ -18,7 +18,7 @@ def _scalar(tag: str, value: float) -> summary_pb2.Summary:
 
 
 def _write_mixed_log(write, steps: int = 2500, seed: int = 0) -> None:
-    """Per step: 8 plain scalars, an event of 1 to 5 scalars (add_scalar_dict's form), and every few steps histograms,
+    """Per step: 8 plain scalars, an event of 1 to 5 scalars (add_scalar_rows' form), and every few steps histograms,
     a text, a TF2 tensor scalar, a 2-value event, an event holding a scalar and a histogram."""
     rng = np.random.default_rng(seed)
     for step in range(steps):
@@ -32,14 +32,16 @@ def _write_mixed_log(write, steps: int = 2500, seed: int = 0) -> None:
             write(event_pb2.Event(step=step, wall_time=1e9 + step, summary=mixed))
         if step % 3 == 0:
             for h in range(2):
-                write(event_pb2.Event(step=step, wall_time=1e9 + step, summary=histogram_pb(f"h{h}", rng.normal(size=40))))
+                write(event_pb2.Event(step=step, wall_time=1e9 + step,
+                                      summary=histogram_pb(f"h{h}", rng.normal(size=40))))
         if step % 50 == 1:
             write(event_pb2.Event(step=step, wall_time=1e9 + step, summary=text_pb("note", f"step {step}")))
         if step % 70 == 2:  # a TF2 scalar (tensor) for a tag that is otherwise written plain: order must hold
             write(event_pb2.Event(step=step, wall_time=1e9 + step, summary=scalar_pb("m3x", float(step))))
         if step % 90 == 3:
             write(event_pb2.Event(step=step, wall_time=1e9 + step, summary=summary_pb2.Summary(value=[
-                summary_pb2.Summary.Value(tag="a", simple_value=1.5), summary_pb2.Summary.Value(tag="b", simple_value=2.5)])))
+                summary_pb2.Summary.Value(tag="a", simple_value=1.5),
+                summary_pb2.Summary.Value(tag="b", simple_value=2.5)])))
 
 
 def _one_by_one(path: str) -> list:
@@ -52,7 +54,8 @@ def _same_value(ours, expected) -> bool:
     if isinstance(ours, HistogramValue):
         return (ours.tag, ours.step, ours.wall_time, ours.min, ours.max, ours.num, ours.sum, ours.sum_squares) == (
             expected.tag, expected.step, expected.wall_time, expected.min, expected.max, expected.num, expected.sum,
-            expected.sum_squares) and np.array_equal(ours.edges, expected.edges) and np.array_equal(ours.counts, expected.counts)
+            expected.sum_squares) and np.array_equal(ours.edges, expected.edges) and np.array_equal(ours.counts,
+                                                                                          expected.counts)
     if hasattr(ours, "tensor"):
         return (ours.tag, ours.step, ours.plugin_name, ours.content) == (expected.tag, expected.step,
                                                                           expected.plugin_name, expected.content)

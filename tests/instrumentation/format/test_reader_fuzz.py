@@ -25,7 +25,7 @@ def _write_ours(directory: Path) -> None:
     rng = np.random.default_rng(0)
     for step in range(1, 41):
         writer.add_scalar("loss", 1.0 / step, step)
-        writer.add_scalar_dict({"a": step, "b": -step}, step)
+        writer.add_scalar_rows(("a", "b"), [[step, -step]], [step])
         if step % 10 == 0:
             writer.add_histogram("weights", rng.normal(size=200), step)
             writer.add_text("note", f"step {step}", step)

@@ -5,7 +5,8 @@ import struct
 
 import pytest
 
-from instrumentation.format import EventFileReader, frame_record, frame_records, iter_records, masked_crc32c, scan_records
+from instrumentation.format import (EventFileReader, frame_record, frame_records, iter_records, masked_crc32c,
+                                    scan_records)
 from instrumentation.format import protos
 
 
