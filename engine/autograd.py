@@ -1,7 +1,17 @@
-"""Reverse-mode differentiation over the graph of Function nodes: ``backward`` and ``grad``."""
+"""Reverse-mode differentiation over the graph of Function nodes: ``backward`` and ``grad``.
+
+One walk does it all: recorders (``engine.hooks``) observe it — ``backward_begin``, per node ``op_begin``/``op`` and
+``backward_node``, each ``gradient_sum`` and each ``leaf_grad`` — and ``engine.function``'s tracer records the graph's
+backward from those same calls, so a replay repeats this walk's arithmetic.
+
+Ownership of gradients (no reference counting): a leaf's gradient array becomes its ``.grad`` as it is only when
+this walk owns it — a sum the walk computed (``previous + new``), the seed it made, or a new array (not a view) that
+an engine op's backward returned for that one input, that is neither the gradient the node was given nor one of
+the op's saved attributes. Anything else (a view, an array returned for two inputs, a user-defined op's result,
+``engine.grad``'s results) is copied first, so no two leaves' ``.grad`` share memory.
+"""
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, Sequence
 
@@ -55,9 +65,6 @@ def _seed(output: Tensor, grad: Any) -> np.ndarray:
     return array.astype(output.dtype, copy=True)
 
 
-_OWNED_REFS = 3
-
-
 class _Pending:
     """Gradient arrays flowing backwards, registered with the allocator as temporaries."""
 
@@ -67,10 +74,10 @@ class _Pending:
         self.arrays: dict[Any, np.ndarray] = {}
         self.keys: dict[Any, int] = {}
 
-    def add(self, node: Any, array: np.ndarray, op: str) -> None:
+    def add(self, node: Any, array: np.ndarray, op: str, module: str = "") -> None:
         previous = self.arrays.get(node)
         if previous is not None:
-            array = previous + array
+            array = _sum(previous, array, module)
             self.release(node)
         self.keys[node] = _memory.register(array, "temporary", op)
         self.arrays[node] = array
@@ -94,16 +101,19 @@ class _Pending:
 
 
 def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: bool,
-         wanted: dict[int, Tensor] | None) -> dict[int, tuple[Tensor, np.ndarray]]:
-    """Propagate ``seeds`` from ``outputs``; returns (tensor, gradient) of leaves (or of ``wanted`` tensors)."""
+         wanted: dict[int, Tensor] | None, grads: Sequence[Any]) -> dict[int, tuple[Tensor, np.ndarray, bool]]:
+    """Propagate ``seeds`` from ``outputs``; returns (tensor, gradient, owned) of leaves (or of ``wanted`` tensors)."""
+    if _hooks.backward_begin:
+        _hooks.emit(_hooks.backward_begin, list(outputs), list(grads), list(seeds),
+                    None if wanted is None else list(wanted.values()))
     pending = _Pending()
-    results: dict[int, tuple[Tensor, np.ndarray]] = {}
+    results: dict[int, tuple[Tensor, np.ndarray, bool]] = {}
     wanted_nodes = {id(t._ctx): t for t in wanted.values() if t._ctx is not None} if wanted else {}
     roots = []
     for out, seed in zip(outputs, seeds):
         if out._ctx is None:
             if wanted is None or id(out) in wanted:
-                _collect(results, out, seed)
+                _collect(results, out, seed, True, "")
             continue
         roots.append(out._ctx)
         pending.add(out._ctx, seed, "seed")
@@ -123,7 +133,7 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
                 free(fn, retain_graph)
                 continue
             if id(fn) in wanted_nodes:
-                _collect(results, wanted_nodes[id(fn)], grad)
+                _collect(results, wanted_nodes[id(fn)], grad, False, fn.module)
             if observed or (_hooks.site_scope is not None and _defined_outside_engine(type(fn))):
                 in_grads = _call_backward(fn, grad)
             else:
@@ -135,10 +145,10 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
                     raise RuntimeError(f"{fn.name}.backward returned a gradient of shape {parent_grad.shape} "
                                        f"for an input of shape {parent._data.shape}")
                 if parent._ctx is not None:
-                    pending.add(parent._ctx, parent_grad, fn.name + "Backward")
+                    pending.add(parent._ctx, parent_grad, fn.name + "Backward", fn.module)
                 elif wanted is None or id(parent) in wanted:
-                    _collect(results, parent, parent_grad)
-            in_grads = parent_grad = None  # (a gradient finished by free() below is then owned: no copy)
+                    _collect(results, parent, parent_grad, _owned(fn, grad, in_grads, parent_grad), fn.module)
+            in_grads = parent_grad = None
             pending.pop(fn)
             free(fn, retain_graph)
     except MemoryError as error:  # NumPy could not allocate inside a backward: the engine's error, naming the op
@@ -147,6 +157,24 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
         pending.release_all()
         _hooks.set_phase(previous_phase)
     return results
+
+
+def _owned(fn: Function, grad: Any, in_grads: Sequence[Any], array: Any) -> bool:
+    """Whether ``array``, which ``fn.backward(grad)`` returned for one input, is a new array this walk alone holds
+    (the module docstring's rule): only then may a leaf adopt it as its ``.grad`` without a copy."""
+    if array is grad or array.base is not None or _defined_outside_engine(type(fn)):
+        return False
+    if sum(1 for g in in_grads if g is array) > 1:
+        return False
+    return not any(value is array for value in vars(fn).values())
+
+
+def _sum(previous: Any, new: Any, module: str) -> Any:
+    """``previous + new``, the one place the walk adds two gradients of one value (recorders see it)."""
+    total = previous + new
+    if _hooks.gradient_sum:
+        _hooks.emit(_hooks.gradient_sum, previous, new, total, module)
+    return total
 
 
 def _defined_outside_engine(cls: type) -> bool:
@@ -160,20 +188,23 @@ def _defined_outside_engine(cls: type) -> bool:
 _outside_engine: dict[type, bool] = {}
 
 
-def _collect(results: dict[int, tuple[Tensor, np.ndarray]], tensor: Tensor, array: np.ndarray) -> None:
+def _collect(results: dict[int, tuple[Tensor, np.ndarray, bool]], tensor: Tensor, array: np.ndarray, owned: bool,
+             module: str) -> None:
     previous = results.get(id(tensor))
-    results[id(tensor)] = (tensor, array if previous is None else previous[1] + array)
+    if previous is None:
+        results[id(tensor)] = (tensor, array, owned)
+    else:
+        results[id(tensor)] = (tensor, _sum(previous[1], array, module), True)
 
 
 def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
-    """``fn.backward(grad)`` with recorders (``op_begin`` / ``op`` as ``<Op>Backward``, input the gradient, outputs
-    the input gradients): the one observed path of a backward op. A user-defined op's backward runs outside the site
-    scope (its allocations have sites of their own)."""
+    """``fn.backward(grad)`` through the dispatch core (``op_begin`` / ``op`` as ``<Op>Backward``, input the
+    gradient, outputs the input gradients; then ``backward_node``): the one observed path of a backward op. A
+    user-defined op's backward runs outside the site scope (its allocations have sites of their own)."""
     cls = type(fn)
     name = _backward_names.get(cls) or _backward_names.setdefault(cls, cls.__name__ + "Backward")
     module, inputs = fn.module, (grad,)
-    if _hooks.op_begin:
-        _hooks.emit(_hooks.op_begin, name, module, inputs)
+    _hooks.record_op_begin(name, module, inputs)
     scope = _hooks.site_scope
     outside = scope is not None and _defined_outside_engine(cls)
     if outside:
@@ -184,25 +215,14 @@ def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
     finally:
         if outside:
             _hooks.site_scope = scope
-    records = _hooks.op
-    if records:
-        nbytes = 0
-        for g in in_grads:
-            if g is not None:
-                nbytes += g.nbytes
-        for record in records:
-            try:
-                record(name, module, inputs, in_grads, nbytes, start_ns)
-            except _PropagatingError:
-                raise
-            except Exception as error:  # noqa: BLE001 - observing must never break training
-                _hooks.report_failure(record, error)
+    _hooks.record_op(name, module, inputs, in_grads, start_ns)
+    if _hooks.backward_node:
+        _hooks.emit(_hooks.backward_node, fn, grad, in_grads)
     return in_grads
 
 
 _backward_names: dict[type, str] = {}  # op class -> its backward op's name ("Linear" -> "LinearBackward")
 _now = time.perf_counter_ns
-_PropagatingError = _hooks.PropagatingError
 
 
 def _free(fn: Function, retain_graph: bool) -> None:
@@ -213,8 +233,6 @@ def _free(fn: Function, retain_graph: bool) -> None:
 
 def backward(output: Tensor, grad: Any = None, retain_graph: bool = False) -> None:
     """``output.backward(grad)``: accumulate gradients into the ``.grad`` of every leaf that requires them."""
-    if _trace.active is not None:  # engine.function is recording this step
-        return _trace.active.backward(output, grad)
     if not output.requires_grad:
         raise RuntimeError(f"backward() on a tensor that does not require grad (shape {output.shape}, dtype "
                            f"{output.dtype}): no input of the computation had requires_grad=True, or it ran "
@@ -224,45 +242,44 @@ def backward(output: Tensor, grad: Any = None, retain_graph: bool = False) -> No
     seed = _seed(output, grad)
     previous_scope = _hooks.enter_site_scope()  # every allocation below is this call's: one stack walk
     try:
-        _backward(output, seed, retain_graph)
+        _backward(output, seed, retain_graph, grad)
     finally:
         _hooks.exit_site_scope(previous_scope)
 
 
-def _backward(output: Tensor, seed: np.ndarray, retain_graph: bool) -> None:
-    results = _run([output], [seed], retain_graph, None)
-    hooked = [leaf for leaf, _ in results.values() if id(leaf) in _grad_hooks.registered] \
+def _backward(output: Tensor, seed: np.ndarray, retain_graph: bool, grad: Any) -> None:
+    results = _run([output], [seed], retain_graph, None, [grad])
+    hooked = [leaf for leaf, _, _ in results.values() if id(leaf) in _grad_hooks.registered] \
         if _grad_hooks.registered else ()  # leaves whose last consumer was not counted (an output that is a leaf)
     # New .grad buffers are allocated before any existing .grad is added to, so that an OutOfMemoryError
     # leaves every .grad as it was (the ones created by this call are dropped again).
     created: list[Tensor] = []
     try:
-        for key in [key for key, (leaf, _) in results.items() if leaf.grad is None]:
-            leaf, array = results.pop(key)
-            _accumulate(leaf, array)
-            del array
+        for key in [key for key, (leaf, _, _) in results.items() if leaf.grad is None]:
+            leaf, array, owned = results.pop(key)
+            _accumulate(leaf, array, owned)
             created.append(leaf)
     except _memory.OutOfMemoryError:
         for leaf in created:
             leaf.grad = None
         raise
     while results:
-        leaf, array = results.popitem()[1]
-        _accumulate(leaf, array)
-        del array
+        leaf, array, owned = results.popitem()[1]
+        _accumulate(leaf, array, owned)
     for leaf in hooked:
         _grad_hooks.run_hooks(leaf)
 
 
-def _accumulate(leaf: Tensor, array: np.ndarray) -> None:
+def _accumulate(leaf: Tensor, array: Any, owned: bool) -> None:
+    """``array`` into ``leaf.grad``: adopted as the new ``.grad`` when ``owned`` (the module docstring's rule), else
+    a copy; added in place to an existing one."""
+    if _hooks.leaf_grad:
+        _hooks.emit(_hooks.leaf_grad, leaf, array, owned)
     if array.dtype != leaf._data.dtype:
-        array = array.astype(leaf._data.dtype)
+        array, owned = array.astype(leaf._data.dtype), True
     if leaf.grad is None:
-        # NOTE: a gradient array nobody else holds (the caller's loop variable, our argument and
-        # getrefcount's own) becomes .grad as is; a shared one (Add hands one array to both inputs) is copied.
         if isinstance(array, np.generic):  # a NumPy scalar from a full reduction: a fresh 0-d array of our own
-            array = np.asarray(array)
-        owned = array.base is None and sys.getrefcount(array) <= _OWNED_REFS  # (CuPy arrays have .base too)
+            array, owned = np.asarray(array), True
         if not owned:
             array = np.array(array, copy=True) if type(array) is np.ndarray else array.copy()
         leaf.grad = Tensor._wrap_array(array, "gradient", "grad")
@@ -276,9 +293,6 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor], 
 
     An input that the outputs do not depend on gets a zero gradient.
     """
-    if _trace.active is not None:
-        raise _trace.TracingError(f"engine.grad() is not supported inside engine.function (at {_trace.user_frame()}); "
-                                  "use loss.backward()")
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if grad_outputs is None or isinstance(grad_outputs, (Tensor, np.ndarray)):
@@ -294,7 +308,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor], 
         if out._ctx is not None and out._ctx.freed:
             raise RuntimeError(_FREED_MESSAGE.format(op=out._ctx.name))
     seeds = [_seed(out, g) for out, g in zip(outputs, grad_outputs)]
-    results = _run(outputs, seeds, retain_graph, {id(t): t for t in inputs})
+    results = _run(outputs, seeds, retain_graph, {id(t): t for t in inputs}, grad_outputs)
     grads = []
     for t in inputs:
         found = results.get(id(t))
@@ -303,5 +317,3 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor], 
         grads.append(Tensor._wrap_array(array, "gradient", "grad"))
     return grads
 
-
-from engine.graph import trace as _trace  # noqa: E402  (the tracer builds on autograd)

@@ -74,9 +74,10 @@ def consumers(order: list[Any]) -> dict[int, int]:
 
 
 def finishing_free(free: Callable[[Any, bool], None], remaining: dict[int, int], results: dict[int, tuple],
-                   accumulate: Callable[[Any, Any], None]) -> Callable[[Any, bool], None]:
+                   accumulate: Callable[[Any, Any, bool], None]) -> Callable[[Any, bool], None]:
     """``free(fn, retain_graph)`` that first counts ``fn`` off its hooked leaves; a leaf whose last consumer this
-    was gets its gradient (taken out of ``results``) accumulated into ``.grad`` and its hooks run."""
+    was gets its gradient (its ``(leaf, array, owned)`` taken out of ``results``) accumulated into ``.grad`` and
+    its hooks run."""
 
     def finish(fn: Any, retain_graph: bool) -> None:
         ready = []
@@ -93,9 +94,8 @@ def finishing_free(free: Callable[[Any, bool], None], remaining: dict[int, int],
                 ready.append(results.pop(key))
         free(fn, retain_graph)
         while ready:
-            leaf, array = ready.pop()
-            accumulate(leaf, array)
-            del array
+            leaf, array, owned = ready.pop()
+            accumulate(leaf, array, owned)
             run_hooks(leaf)
 
     return finish

@@ -1,12 +1,18 @@
 """The engine's one way out of its hot paths — a list of recorders — and where the training thread is.
 
 A recorder is any object with a subset of the methods in ``RECORDER_METHODS`` (``Recorder`` documents each; a
-subclass of it is called only for the methods it overrides); ``add_recorder`` puts it in the one list ``recorders`` and ``remove_recorder`` takes it out. For
-speed the engine reads, per method, a tuple of the bound methods of the recorders that have it (``hooks.op``,
-``hooks.step_end`` …, rebuilt from ``recorders`` on every change), so with no recorder a hook point costs one
-attribute load and a truth test (per op: the one flag ``ops_observed``). Recorders are called in the order of
-their ``recorder_order`` (default 0; the engine's own readings, the op log and the allocator's step logs, use -1 so
-they read before others work), then of addition.
+subclass of it is called only for the methods it overrides); ``add_recorder`` puts it in the one list ``recorders``
+and ``remove_recorder`` takes it out. For speed the engine reads, per method, a tuple of the bound methods of the
+recorders that have it (``hooks.op``, ``hooks.step_end`` …, rebuilt from ``recorders`` on every change), so with no
+recorder a hook point costs one attribute load and a truth test (per op: the one flag ``call_hooks_due``).
+Recorders are called in the order of their ``recorder_order`` (default 0; the engine's own readings, the op log and
+the allocator's step logs, use -1 so they read before others work; ``engine.function``'s tracer -2), then of
+addition.
+
+This module is the engine's one dispatch core: every hook point reaches its recorders through ``emit`` (the one
+loop, with the one error rule below); the op records of forward ops (``engine.op.Function``), backward nodes
+(``engine.autograd``) and replayed graph nodes (``engine.graph.replay``) through ``record_op_begin`` and
+``record_op``. No other module loops over a recorder tuple.
 
 Users' observers (``subscribe``) keep their event interface — ``op_start(OpEvent)``, ``op_end(OpEvent)``,
 ``alloc(MemoryEvent)``, ``free(MemoryEvent)`` and the event methods recorders share — through an adapter recorder
@@ -21,10 +27,12 @@ import sys
 import time
 from typing import Any, NamedTuple
 
-# What a recorder may implement (see engine.recorders.Recorder for each signature).
-RECORDER_METHODS = ("op_begin", "op", "buffer_alloc", "buffer_free", "buffer_history", "allocation_site", "at_peak",
-                    "oom", "step_begin", "step_end", "data_wait", "module_begin", "module_end", "optimizer_step_begin",
-                    "optimizer_step_end", "communication", "comm_wait")
+# What a recorder may implement (see engine.hooks.Recorder for each signature).
+RECORDER_METHODS = ("op_begin", "op", "call_begin", "call", "backward_begin", "backward_node", "gradient_sum",
+                    "leaf_grad", "buffer_alloc", "buffer_free", "buffer_history", "allocation_site", "at_peak",
+                    "oom", "step_begin", "step_end", "data_wait", "module_begin", "module_end", "module_call",
+                    "optimizer_call", "zero_grad", "before_update", "optimizer_step_begin", "optimizer_step_end",
+                    "communication", "comm_wait")
 # What a user's observer may implement (``subscribe``).
 HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "oom", "step_begin", "step_end", "data_wait", "module_begin",
                "module_end", "optimizer_step_begin", "optimizer_step_end", "communication", "comm_wait")
@@ -38,6 +46,12 @@ _methods_of: dict[int, tuple] = {}  # id(recorder) -> its (method name, bound me
 # Per recorder method: the bound methods of the recorders that have it, in call order (kept by _rebuild).
 op_begin: tuple = ()
 op: tuple = ()
+call_begin: tuple = ()
+call: tuple = ()
+backward_begin: tuple = ()
+backward_node: tuple = ()
+gradient_sum: tuple = ()
+leaf_grad: tuple = ()
 buffer_alloc: tuple = ()
 buffer_free: tuple = ()
 buffer_history: tuple = ()
@@ -48,12 +62,18 @@ step_end: tuple = ()
 data_wait: tuple = ()
 module_begin: tuple = ()
 module_end: tuple = ()
+module_call: tuple = ()
+optimizer_call: tuple = ()
+zero_grad: tuple = ()
+before_update: tuple = ()
 optimizer_step_begin: tuple = ()
 optimizer_step_end: tuple = ()
 communication: tuple = ()
 comm_wait: tuple = ()
 allocation_site: Any = None  # the first recorder's allocation_site, or None (only one site is kept per buffer)
-ops_observed: bool = False  # op_begin or op: the one flag Function.__call__ and backward test per op
+ops_observed: bool = False  # a recorder of ops (op_begin, op, call_begin, call, backward_node): backward's one test
+call_hooks_due: bool = True  # ops_observed, or no step open (the op opens it): Function.__call__'s one test
+module_observed: bool = False  # module_begin or module_end or module_call: Module.__call__'s one test
 optimizer_observed: bool = False  # optimizer_step_begin or optimizer_step_end: Optimizer.step's one test
 memory_observed: bool = False  # buffer_alloc or buffer_free or buffer_history or allocation_site
 free_observed: bool = False  # buffer_free or buffer_history: release()'s one test
@@ -196,6 +216,28 @@ class Recorder:
         is computed), ``output_bytes`` their size, ``start_ns`` the clock right before it computed. May raise a
         ``PropagatingError`` to stop the computation."""
 
+    def call_begin(self, function: Any, inputs: tuple) -> None:
+        """Before a forward op computes: the ``engine.op.Function`` instance (its constructor's attributes set, its
+        ``forward`` not run yet) and its input Tensors. (``engine.function``'s tracer records graph nodes here.)"""
+
+    def call(self, function: Any, inputs: tuple, result: Any) -> None:
+        """After a forward op: the instance (its saved state set), its input Tensors and its result Tensor."""
+
+    def backward_begin(self, output: Any, grad: Any, seed: Any, inputs: Any) -> None:
+        """A backward walk begins from ``output`` (``grad``: what the caller passed, ``seed``: the gradient array it
+        starts with); ``inputs`` is None for ``backward()``, the tensors asked for by ``engine.grad``."""
+
+    def backward_node(self, function: Any, grad: Any, input_grads: tuple) -> None:
+        """One node of the walk ran its backward: ``grad`` the gradient of its output, ``input_grads`` one array (or
+        None) per input, in the order the walk uses them."""
+
+    def gradient_sum(self, previous: Any, new: Any, total: Any, module: str) -> None:
+        """The walk added two gradients of one value: ``total`` is ``previous + new`` (a new array)."""
+
+    def leaf_grad(self, leaf: Any, array: Any, owned: bool) -> None:
+        """``array``, a leaf's final gradient of this walk, is about to become (``leaf.grad`` is None: as it is when
+        ``owned``, else a copy — ``engine.autograd``'s ownership rule) or be added to the leaf's ``.grad``."""
+
     def buffer_alloc(self, buffer_id: int, nbytes: int, device: str, category: str, op: str, shape: Any,
                      dtype: Any) -> None:
         """The allocator registered a new buffer (module, phase and step: the hooks' now)."""
@@ -222,6 +264,20 @@ class Recorder:
     def data_wait(self, event: DataWaitEvent) -> None: ...
     def module_begin(self, event: ModuleEvent) -> None: ...
     def module_end(self, event: ModuleEvent) -> None: ...
+
+    def module_call(self, module: Any, args: tuple, output: Any) -> None:
+        """A module's ``forward`` returned ``output`` for ``args`` (after ``module_end``, before its forward hooks)."""
+
+    def optimizer_call(self, optimizer: Any, closure: Any) -> None:
+        """``optimizer.step(closure)`` was called (before the closure runs and anything is updated)."""
+
+    def zero_grad(self, optimizer: Any, set_to_none: bool) -> None:
+        """``optimizer.zero_grad(set_to_none)`` was called (before any gradient is reset)."""
+
+    def before_update(self, optimizer: Any) -> None:
+        """``optimizer.step()`` is about to update parameters (after its closure, before ``optimizer_step_begin``):
+        the last moment to change ``.grad`` (``engine.distributed``'s DDP waits for its gradient AllReduce here)."""
+
     def optimizer_step_begin(self, event: OptimizerEvent) -> None: ...
     def optimizer_step_end(self, event: OptimizerEvent) -> None: ...
 
@@ -274,7 +330,8 @@ def remove_recorder(recorder: Any) -> None:
 
 def _rebuild() -> None:
     """The per-method tuples and flags from ``recorders`` (their methods as found when added); ``_owners``."""
-    global allocation_site, ops_observed, optimizer_observed, memory_observed, free_observed
+    global allocation_site, ops_observed, call_hooks_due, module_observed, optimizer_observed, memory_observed, \
+        free_observed
     owners = [entry for entry in _owners if entry[2] in HOOK_POINTS and entry[2] not in _SHARED_POINTS]
     by_name: dict[str, list[Any]] = {name: [] for name in RECORDER_METHODS}
     for recorder in recorders:
@@ -285,7 +342,9 @@ def _rebuild() -> None:
     for name, methods in by_name.items():
         module[name] = tuple(methods) if name != "allocation_site" else (methods[0] if methods else None)
     _owners[:] = owners
-    ops_observed = bool(op_begin or op)
+    ops_observed = bool(op_begin or op or call_begin or call or backward_node)
+    call_hooks_due = ops_observed or not _step_open
+    module_observed = bool(module_begin or module_end or module_call)
     optimizer_observed = bool(optimizer_step_begin or optimizer_step_end)
     memory_observed = bool(buffer_alloc or buffer_free or buffer_history or allocation_site is not None)
     free_observed = bool(buffer_free or buffer_history)
@@ -387,6 +446,23 @@ def emit(methods: tuple, *args: Any) -> None:
             report_failure(method, error)
 
 
+def record_op_begin(name: str, module: str, inputs: Any) -> None:
+    """``op_begin`` recorders, for a forward op, a backward node or a replayed node: the one caller of that point."""
+    if op_begin:
+        emit(op_begin, name, module, inputs)
+
+
+def record_op(name: str, module: str, inputs: Any, outputs: tuple, start_ns: int) -> None:
+    """``op`` recorders (``output_bytes``: the size of ``outputs``' arrays; None entries are inputs without a
+    gradient): the one caller of that point, for forward ops, backward nodes and replayed nodes."""
+    if op:
+        nbytes = 0
+        for out in outputs:
+            if out is not None:
+                nbytes += getattr(out, "nbytes", 0)
+        emit(op, name, module, inputs, outputs, nbytes, start_ns)
+
+
 def _emit_outside_site_scope(methods: tuple, args: tuple) -> None:
     global site_scope
     scope, site_scope = site_scope, None
@@ -486,11 +562,13 @@ def set_phase(name: str) -> str:
 
 
 def mark_step_begin() -> None:
-    """Open the current step if it is not open yet (the data pipeline and ``fit`` call this)."""
-    global _step_open, _step_start_ns
+    """Open the current step if it is not open yet: the data pipeline and ``fit`` call this, and so does the first
+    forward op after a step ended (``Function.__call__``, each graph replay), observed or not — step numbers never
+    depend on what is attached."""
+    global _step_open, _step_start_ns, call_hooks_due
     if _step_open:
         return
-    _step_open = True
+    _step_open, call_hooks_due = True, ops_observed
     _step_start_ns = _now()
     if step_begin:
         emit(step_begin, _new_tuple(StepEvent, (_step, _step_start_ns, 0)))
@@ -499,13 +577,13 @@ def mark_step_begin() -> None:
 def mark_step_end() -> None:
     """Close the current step (``optimizer.step()`` calls this) and advance the step counter; ``step_end``
     recorders get the step's ``StepEvent`` (its duration since ``step_begin``)."""
-    global _step_open, _step
+    global _step_open, _step, call_hooks_due
     if not _step_open:
         mark_step_begin()
     if step_end:
         now = _now()
         emit(step_end, _new_tuple(StepEvent, (_step, now, now - _step_start_ns)))
-    _step_open = False
+    _step_open, call_hooks_due = False, True
     _step += 1
 
 
@@ -513,8 +591,8 @@ def cancel_step_begin() -> None:
     """Take back a ``mark_step_begin`` whose step never started (the fetch found the data exhausted).
 
     Recorders saw a ``step_begin``; the next one for the same step index replaces it."""
-    global _step_open
-    _step_open = False
+    global _step_open, call_hooks_due
+    _step_open, call_hooks_due = False, True
 
 
 def report_data_wait(wait_ns: int) -> None:
@@ -526,6 +604,6 @@ def report_data_wait(wait_ns: int) -> None:
 def reset_step(step: int = 0) -> None:
     """Restart step counting (a new training run in the same process); ``step_resets`` counts the restarts, so
     what is remembered per step number can tell one run's step 15 from the next run's."""
-    global _step, _step_open, step_resets
-    _step, _step_open = int(step), False
+    global _step, _step_open, step_resets, call_hooks_due
+    _step, _step_open, call_hooks_due = int(step), False, True
     step_resets += 1

@@ -17,11 +17,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from engine import config as _config
 from engine import hooks as _hooks
 from engine import memory as _memory
 from engine.backend import cuda_backend as _cuda
-from engine.backend import get_array_module as _get_array_module
 from engine.backend import op_array_module as _op_array_module
 from engine.tensor import Tensor
 
@@ -99,7 +97,7 @@ class Function:
 
     def __call__(self, *inputs: Tensor) -> Tensor:
         needs_grad = _grad_enabled and any(t.requires_grad for t in inputs)
-        if _hooks.ops_observed or _config.DEBUG:
+        if _hooks.call_hooks_due:  # recorders watch ops, or this op opens the step
             return self._call_observed(inputs, needs_grad)
         arrays = [t._data for t in inputs]
         if _cuda.in_use:
@@ -145,20 +143,19 @@ class Function:
         return result
 
     def _call_observed(self, inputs: tuple[Tensor, ...], needs_grad: bool) -> Tensor:
-        """``__call__`` with recorders (``engine.hooks``: ``op_begin`` before the op computes, ``op`` after its
-        result is registered) and/or the DEBUG check: the one observed path of a forward op."""
+        """``__call__`` through the dispatch core (``engine.hooks``): the step opened if it is not, then ``call_begin``
+        and ``op_begin`` before the op computes, ``call`` and ``op`` after its result is registered."""
+        if not _hooks._step_open and _hooks.phase == "forward":
+            _hooks.mark_step_begin()
         arrays = [t._data for t in inputs]
         name, module = type(self).__name__, _hooks.module_stack[-1]
-        if _hooks.ops_observed and not _hooks._step_open and _hooks.phase == "forward":
-            _hooks.mark_step_begin()
         if _cuda.in_use:
             self.xp = _op_array_module(name, arrays, module)
         if _memory.limit_set:
             self._check_room(arrays)
-        tracer = _trace.active
-        attrs = tracer.attrs_of(self) if tracer is not None else ()
-        if _hooks.op_begin:
-            _hooks.emit(_hooks.op_begin, name, module, arrays)
+        if _hooks.call_begin:
+            _hooks.emit(_hooks.call_begin, self, inputs)
+        _hooks.record_op_begin(name, module, arrays)
         start_ns = _now()
         try:
             out = self.forward(*arrays)
@@ -167,33 +164,7 @@ class Function:
         if type(out) is not np.ndarray and (np.isscalar(out) or isinstance(out, np.generic)):
             out = np.asarray(out)
         result = self._wrap(out, inputs, needs_grad)
-        if tracer is not None:
-            tracer.record_op(self, inputs, result, attrs)
-        # NOTE: the loops are written out here and in autograd._call_backward, not in a helper: a call per op less
-        outputs = (out,)
-        for record in _hooks.op:
-            try:
-                record(name, module, arrays, outputs, out.nbytes, start_ns)
-            except _PropagatingError:
-                raise
-            except Exception as error:  # noqa: BLE001 - observing must never break training
-                _hooks.report_failure(record, error)
-        if _config.DEBUG:
-            _debug_check(name, out)
+        if _hooks.call:
+            _hooks.emit(_hooks.call, self, inputs, result)
+        _hooks.record_op(name, module, arrays, (out,), start_ns)
         return result
-
-
-_PropagatingError = _hooks.PropagatingError
-from engine.graph import trace as _trace  # noqa: E402  (the tracer builds on Function and Tensor)
-
-
-def _debug_check(op: str, out: Any) -> None:
-    if _config.DEBUG >= 2:
-        print(f"engine: {op} -> {getattr(out, 'shape', ())} {getattr(out, 'dtype', '')}")
-    if getattr(out, "dtype", None) is not None and out.dtype.kind in "fc" and not _isfinite_all(out):
-        raise FloatingPointError(f"op '{op}' in module '{_hooks.module_stack[-1]}' produced NaN/Inf "
-                                 f"(FLOWSCOPE_DEBUG=1 checks every op output)")
-
-
-def _isfinite_all(out: Any) -> bool:
-    return bool(_get_array_module(out).isfinite(out).all())  # one device-to-host read on a GPU

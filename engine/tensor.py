@@ -1,6 +1,11 @@
-"""Tensor: an array, its gradient and the graph node that produced it."""
+"""Tensor: an array, its gradient and the graph node that produced it.
+
+Its operators and ``backward`` call ``engine.ops`` and ``engine.autograd``, which build on Tensor: ``engine`` binds
+them here once both are imported (``bind``), so no module imports back into this one.
+"""
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator
 
 import numpy as np
@@ -12,6 +17,33 @@ from engine.backend import cuda_backend as _cuda
 
 _FLOAT_KINDS = "f"
 _read_guard: Any = None  # set by engine.function while tracing: refuses reading a traced value
+_ops: Any = None  # engine.ops, bound by ``bind``
+_autograd: Any = None  # engine.autograd, bound by ``bind``
+
+
+def bind(ops: Any, autograd: Any) -> None:
+    """Give Tensor's operators and ``backward`` the modules that implement them (``engine/__init__`` calls this)."""
+    global _ops, _autograd
+    _ops, _autograd = ops, autograd
+
+
+def set_read_guard(guard: Any) -> Any:
+    """``guard(tensor, what)`` is called before any read of a tensor's value (None: reads are free); returns the
+    previous guard. ``engine.function``'s tracer refuses reads of traced values with it."""
+    global _read_guard
+    previous, _read_guard = _read_guard, guard
+    return previous
+
+
+@contextlib.contextmanager
+def reads_allowed() -> Iterator[None]:
+    """Tensor values may be read inside, even while ``engine.function`` traces (forward hooks are observers, not the
+    traced function's code)."""
+    previous = set_read_guard(None)
+    try:
+        yield
+    finally:
+        set_read_guard(previous)
 
 
 def _as_dtype(dtype: Any) -> np.dtype:
@@ -313,6 +345,3 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, name: str 
     "cuda:N" (default: where ``data`` is — the host, or the GPU of a CuPy array)."""
     return Tensor(data, dtype=dtype, requires_grad=requires_grad, name=name, device=device)
 
-
-from engine import autograd as _autograd  # noqa: E402  (cycle: autograd and ops build on Tensor)
-from engine import ops as _ops  # noqa: E402

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Any, Iterator
 
 import numpy as np
 
+from engine import hooks as _hooks
 from engine.distributed import collectives, process_group as _pg
-from engine.distributed.reducer import Reducer
+from engine.distributed.reducer import GradientSyncError, Reducer
 from engine.distributed.staging import copy_from_host, host_copy
 from engine.nn.module import Module
-from engine.optim import optimizer as _optimizer
 from engine.tensor import Tensor
 
 MIB = 1 << 20
@@ -45,7 +46,8 @@ class DistributedDataParallel:
         _broadcast_flat(list(module.parameters()) + list(module.buffers()))
         if params:
             self._reducer = Reducer(params, group, max(1, int(bucket_cap_mb * MIB)))
-            _optimizer.add_before_update(self.finish_gradient_sync)
+            waiter = _hooks.add_recorder(_WaitBeforeUpdate(self))
+            weakref.finalize(self, _hooks.remove_recorder, waiter)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._reducer is not None and self._reducer.active:  # a backward whose step never came: settle it
@@ -118,6 +120,29 @@ class DistributedDataParallel:
 
     def __repr__(self) -> str:
         return f"DistributedDataParallel(bucket_cap_mb={self.bucket_cap_mb}, {self.module!r})"
+
+
+class _WaitBeforeUpdate:
+    """A wrapper's wait as a recorder: every ``optimizer.step()`` calls ``before_update`` (``engine.hooks``), which
+    finishes the wrapper's gradient sync first. It holds the wrapper weakly and leaves the recorder list when the
+    wrapper is collected; a failed sync stops the step (``GradientSyncError``)."""
+
+    recorder_order = -3  # before the recorders of the update: its communication is the step's
+
+    def __init__(self, ddp: DistributedDataParallel) -> None:
+        self._ddp = weakref.ref(ddp)
+
+    def before_update(self, optimizer: Any) -> None:
+        ddp = self._ddp()
+        if ddp is None:
+            return
+        try:
+            ddp.finish_gradient_sync()
+        except _hooks.PropagatingError:
+            raise
+        except Exception as error:
+            raise GradientSyncError(f"DistributedDataParallel: waiting for the gradient AllReduce failed "
+                                    f"({type(error).__name__}: {error})") from error
 
 
 def _broadcast_flat(tensors: list[Tensor]) -> None:

@@ -28,6 +28,11 @@ from engine.distributed.staging import copy_from_host, host_copy
 from engine.tensor import Tensor
 
 _now = time.perf_counter_ns
+
+
+class GradientSyncError(_hooks.PropagatingError, RuntimeError):
+    """The gradients could not be averaged over the ranks: training must stop (it passes through ``engine.hooks``,
+    where DDP waits as a ``before_update`` recorder)."""
 _new_event = tuple.__new__
 
 
@@ -180,8 +185,8 @@ class Reducer:
         if failed is not None:
             error, failed.error = failed.error, None
             self._reset()
-            raise RuntimeError(f"DistributedDataParallel: the AllReduce of gradient bucket {failed.index} failed: "
-                               f"{error}") from error
+            raise GradientSyncError(f"DistributedDataParallel: the AllReduce of gradient bucket {failed.index} "
+                                    f"failed: {error}") from error
         wait_ns = _now() - start_ns
         scale = 1.0 / self.group.size
         for bucket in self.buckets:

@@ -156,7 +156,7 @@ def _generate(graph: Graph) -> tuple[str, dict[str, Any]]:
     lines = [f"def replay({arguments}):"]
     if all_keys:
         lines.append("    " + " = ".join(all_keys) + " = None")
-    lines += ["    observed = H.ops_observed", "    if observed and not H._step_open:", "        H.mark_step_begin()"]
+    lines += ["    if not H._step_open:", "        H.mark_step_begin()", "    observed = H.ops_observed"]
     lines += ["    modules = H.module_stack", "    depth = len(modules)"]
     lines += ["    " + line for line in head]
     lines.append("    try:")
@@ -179,22 +179,14 @@ def _release_all(keys: tuple) -> None:
 
 
 def _observed(node: Any, fn: Callable[..., Any], ins: tuple) -> Any:
+    """A node run through the dispatch core: ``op_begin`` and ``op`` under the node's op name and module."""
     name, module = node.op, node.module
     _hooks.graph_node = node.id
     try:
-        if _hooks.op_begin:
-            _hooks.emit(_hooks.op_begin, name, module, list(ins))
+        _hooks.record_op_begin(name, module, list(ins))
         start_ns = _now()
         out = fn(*ins)
-        outs = out if isinstance(out, tuple) else (out,)
-        nbytes = sum(getattr(o, "nbytes", 0) for o in outs if o is not None)
-        for record in _hooks.op:
-            try:
-                record(name, module, list(ins), outs, nbytes, start_ns)
-            except _hooks.PropagatingError:
-                raise
-            except Exception as error:  # noqa: BLE001 - observing must never break training
-                _hooks.report_failure(record, error)
+        _hooks.record_op(name, module, list(ins), out if isinstance(out, tuple) else (out,), start_ns)
         return out
     finally:
         _hooks.graph_node = None

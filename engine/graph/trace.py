@@ -1,32 +1,34 @@
 """Recording a step into the graph IR while it runs eagerly once (``engine.function``'s first call per signature).
 
-The tracer is switched on by ``tracing()``; the engine's hot paths call it only from their observed branches
-(``Function._call_observed``, ``autograd.backward``, ``Optimizer.step``/``zero_grad``), so eager code pays nothing.
-Backward is recorded by walking the autograd graph here (same order and same accumulation as ``autograd._run``,
-so replay gives the same bits); op instances keep their saved state, as each replay's forward refreshes it.
+The tracer is a recorder (``engine.hooks``) in the list only while ``tracing()`` runs: the engine reaches it through
+the dispatch core like any other recorder — ``call_begin``/``call`` (each forward op, with its ``Function``
+instance), ``module_begin``/``module_call``, ``optimizer_call``, ``zero_grad`` and the backward walk's
+``backward_begin``, ``backward_node``, ``gradient_sum`` and ``leaf_grad``. Backward is recorded from the one walk
+``engine.autograd`` makes (each gradient array it hands on is named by the node result it came from), so replay
+repeats the eager arithmetic by construction; op instances keep their saved state, as each replay's forward
+refreshes it. What a graph cannot replay raises ``TracingError`` (a ``PropagatingError``) from these methods.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from engine import autograd as _autograd
 from engine import hooks as _hooks
-from engine import tensor as _tensor_module
 from engine.backend import get_array_module
 from engine.graph.ir import Graph, Node
-from engine.tensor import Tensor
+from engine.tensor import Tensor, set_read_guard
 
-active: "Tracer | None" = None
+_active: "Tracer | None" = None  # the tracer recording now (only to refuse nesting)
 _ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ACCUMULATE_UFUNC = (np.add, 2)  # the backward sum of two gradients of one value (a node of the trace, not an op)
 
 
-class TracingError(RuntimeError):
+class TracingError(_hooks.PropagatingError, RuntimeError):
     """A traced function did something a graph cannot replay (e.g. read a tensor's value)."""
 
 
@@ -42,23 +44,24 @@ def user_frame() -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" + (f": `{line}`" if line else "")
 
 
-class _Observer(_hooks.Recorder):
-    """Makes the ops take their observed path (where the tracer is called) while tracing."""
+def _recording(method: Callable[..., None]) -> Callable[..., None]:
+    """A recorder method of the tracer: a failure stops the trace (a graph missing a node would replay wrongly)."""
 
-    recorder_order = -2
+    @functools.wraps(method)
+    def record(self: Any, *args: Any) -> None:
+        try:
+            method(self, *args)
+        except TracingError:
+            raise
+        except Exception as error:
+            raise TracingError(f"engine.function: recording '{self.function}' failed in Tracer.{method.__name__} "
+                               f"({type(error).__name__}: {error})") from error
+    return record
 
-    def op(self, op: str, module: str, inputs: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:
-        pass
 
-    def module_begin(self, event: Any) -> None:
-        if active is not None:
-            active.record_module_begin(event.path, event.module_type)
+class Tracer(_hooks.Recorder):
+    recorder_order = -2  # before every other recorder: a replay's records follow the graph it builds
 
-    def module_end(self, event: Any) -> None:
-        pass
-
-
-class Tracer:
     def __init__(self, function: str) -> None:
         self.function = function
         self.nodes: list[Node] = []
@@ -72,6 +75,41 @@ class Tracer:
         self.param_names: dict[int, str] = {}
         self.array_ids: dict[int, str] = {}  # id(array) -> value id, for arrays ops keep as attributes
         self.constructed: dict[int, tuple[str, ...]] = {}  # id(op instance) -> its attributes before forward ran
+        self.attrs: dict[int, tuple] = {}  # id(op instance) -> attrs_of() it had before forward ran
+        # id(op instance) -> (it, its attributes once called): the eager backward frees what replay needs
+        self.construction: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self.grad_ids: dict[int, str] = {}  # id(gradient array of the backward walk) -> value id
+        self.grad_leaves: list[Tensor] = []  # leaves whose .grad a SetGrad node of this trace sets
+
+    # --- the recorder methods (engine.hooks calls these while tracing) ------------------------------------
+    @_recording
+    def call_begin(self, function: Any, inputs: tuple) -> None:
+        self.attrs[id(function)] = self.attrs_of(function)
+
+    @_recording
+    def call(self, function: Any, inputs: tuple, result: Any) -> None:
+        self.record_op(function, inputs, result, self.attrs.pop(id(function)))
+        self.construction[id(function)] = (function, dict(vars(function)))
+
+    @_recording
+    def module_begin(self, event: Any) -> None:
+        self.record_module_begin(event.path, event.module_type)
+
+    @_recording
+    def module_call(self, module: Any, args: tuple, output: Any) -> None:
+        self.record_module(module, args, output)
+
+    @_recording
+    def optimizer_call(self, optimizer: Any, closure: Any) -> None:
+        if closure is not None:
+            raise TracingError(f"optimizer.step(closure) is not supported inside engine.function (at {user_frame()})")
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        inputs = [self.value_of(p) for p in params]
+        self._emit(type(optimizer).__name__ + "Step", "effect", _optimizer_run(optimizer), inputs, [], "optimizer", "")
+
+    @_recording
+    def zero_grad(self, optimizer: Any, set_to_none: bool) -> None:
+        self._emit("ZeroGrad", "effect", lambda *a: optimizer.zero_grad(set_to_none), [], [], "optimizer", "")
 
     # --- values -----------------------------------------------------------------------------------------
     def new_id(self) -> str:
@@ -152,17 +190,6 @@ class Tracer:
         self.graph_values.add(id(result))
         self.by_instance[id(op)] = nid
 
-    def record_plain(self, name: str, ufunc: Any, inputs: tuple[Tensor, ...], result: Tensor) -> None:
-        """A result computed without an op instance (a comparison): ``ufunc`` on the inputs' arrays."""
-        nid = self.new_id()
-        node = Node(nid, name, "forward", ufunc, [self.value_of(t) for t in inputs], [nid], [result.shape],
-                    [str(result.dtype)], _hooks.module_stack[-1], "forward", attrs=(name,))
-        self.nodes.append(node)
-        self.ids[id(result)] = nid
-        self.array_ids[id(result._data)] = nid
-        self.keep.append(result)
-        self.graph_values.add(id(result))
-
     def record_module_begin(self, path: str, kind: str) -> None:
         """Where a module call begins: on replay this node emits module_begin (the call's end is ``record_module``)."""
         self._emit(f"ModuleBegin[{path or kind}]", "module", _module_begin_run(path, kind), [], [], "forward", path)
@@ -177,76 +204,52 @@ class Tracer:
                    out_id is not None, out), inputs, [], "forward", module._path)
         self.nodes[-1].instance = module
 
-    def unguarded(self) -> Any:
-        return _Unguarded()
-
-    # --- backward -----------------------------------------------------------------------------------------
-    def backward(self, output: Tensor, grad: Any) -> None:
-        if grad is not None:
+    # --- backward: the walk of engine.autograd, observed ------------------------------------------------------
+    @_recording
+    def backward_begin(self, outputs: list, grads: list, seeds: list, inputs: Any) -> None:
+        if inputs is not None:
+            raise TracingError(f"engine.grad() is not supported inside engine.function (at {user_frame()}); "
+                               "use loss.backward()")
+        if any(grad is not None for grad in grads):
             raise TracingError(f"backward(grad=...) is not supported while tracing (at {user_frame()})")
-        if not output.requires_grad:
-            _autograd.backward(output)  # raises the eager error
-        xp = get_array_module(output._data)
-        seed_array = xp.ones_like(output._data)
-        seed = self._emit("Seed", "seed", _ones(xp, output._data.shape, output._data.dtype), [], [seed_array],
-                          "backward", "")
-        pending: dict[int, str] = {}
-        arrays: dict[str, Any] = {seed: seed_array}
-        leaves: dict[int, tuple[Tensor, str]] = {}
-        if output._ctx is None:
-            leaves[id(output)] = (output, seed)
-        else:
-            pending[id(output._ctx)] = seed
-        previous = _hooks.set_phase("backward")
-        try:
-            roots = [output._ctx] if output._ctx is not None else []
-            for fn in _autograd._topological_order(roots):
-                g = pending.pop(id(fn), None)
-                if g is None:
-                    continue
-                cls = type(fn)
-                in_grads = _autograd._call_backward(fn, arrays[g])  # with the op records eager backward emits
-                ctx = self.by_instance.get(id(fn))
-                nid = self.new_id()
-                outs = [nid if i == 0 else f"{nid}.{i}" for i in range(len(in_grads))]
-                node = Node(nid, cls.__name__ + "Backward", "backward", fn.backward, [g], outs,
-                            [getattr(a, "shape", ()) for a in in_grads],
-                            [str(getattr(a, "dtype", "")) for a in in_grads], fn.module, "backward", ctx=ctx,
-                            instance=fn, category="temporary", kept=self.constructed.get(id(fn), ()))
-                self.nodes.append(node)
-                for parent, parent_grad, needed, vid in zip(fn.parents, in_grads, fn.needs_input_grad, outs):
-                    if parent_grad is None or not needed:
-                        continue
-                    if parent_grad.shape != parent._data.shape:
-                        raise RuntimeError(f"{fn.name}.backward returned a gradient of shape {parent_grad.shape} "
-                                           f"for an input of shape {parent._data.shape}")
-                    arrays[vid] = parent_grad
-                    if parent._ctx is not None:
-                        pending[id(parent._ctx)] = self._accumulate(pending.get(id(parent._ctx)), vid, arrays, fn.module)
-                    elif parent.requires_grad:
-                        known = leaves.get(id(parent))
-                        leaves[id(parent)] = (parent, self._accumulate(known[1] if known else None, vid, arrays,
-                                                                       fn.module))
-        finally:
-            _hooks.set_phase(previous)
-        created = [(t, v) for t, v in leaves.values() if t.grad is None]
-        accumulated = [(t, v) for t, v in leaves.values() if t.grad is not None]
-        siblings = [t for t, _ in created]
-        for t, v in created + accumulated:
-            pid = self.value_of(t)
-            fresh = t.grad is None
-            run = _set_grad(t, siblings) if fresh else _add_grad(t)
-            self._emit("SetGrad" if fresh else "AccumulateGrad", "set_grad", run, [v, pid], [], "backward", "")
-            run(arrays[v], t._data)
+        for seed in seeds:
+            vid = self._emit("Seed", "seed", _ones(get_array_module(seed), seed.shape, seed.dtype), [], [seed],
+                             "backward", "")
+            self._name_grad(seed, vid)
 
-    def _accumulate(self, previous: str | None, new: str, arrays: dict[str, Any], module: str) -> str:
-        if previous is None:
-            return new
-        out = arrays[previous] + arrays[new]
-        vid = self._emit("Accumulate", "accumulate", np.add, [previous, new], [out], "backward", module)
+    @_recording
+    def backward_node(self, function: Any, grad: Any, input_grads: tuple) -> None:
+        nid = self.new_id()
+        outs = [nid if i == 0 else f"{nid}.{i}" for i in range(len(input_grads))]
+        self.nodes.append(Node(nid, type(function).__name__ + "Backward", "backward", function.backward,
+                               [self.grad_ids[id(grad)]], outs, [getattr(a, "shape", ()) for a in input_grads],
+                               [str(getattr(a, "dtype", "")) for a in input_grads], function.module, "backward",
+                               ctx=self.by_instance.get(id(function)), instance=function, category="temporary",
+                               kept=self.constructed.get(id(function), ())))
+        for vid, array in zip(outs, input_grads):
+            if array is not None:
+                self._name_grad(array, vid)
+
+    @_recording
+    def gradient_sum(self, previous: Any, new: Any, total: Any, module: str) -> None:
+        vid = self._emit("Accumulate", "accumulate", np.add, [self.grad_ids[id(previous)], self.grad_ids[id(new)]],
+                         [total], "backward", module)
         self.nodes[-1].ufunc = ACCUMULATE_UFUNC
-        arrays[vid] = out
-        return vid
+        self._name_grad(total, vid)
+
+    @_recording
+    def leaf_grad(self, leaf: Any, array: Any, owned: bool) -> None:
+        fresh = leaf.grad is None
+        run = _set_grad(leaf, self.grad_leaves, owned) if fresh else _add_grad(leaf, self.grad_leaves, owned)
+        self._emit("SetGrad" if fresh else "AccumulateGrad", "set_grad", run, [self.grad_ids[id(array)],
+                   self.value_of(leaf)], [], "backward", "")
+        if fresh:
+            self.grad_leaves.append(leaf)
+
+    def _name_grad(self, array: Any, vid: str) -> None:
+        """``array`` (a gradient the walk hands on) is the value ``vid`` of the graph (kept: ids must stay unique)."""
+        self.grad_ids[id(array)] = vid
+        self.keep.append(array)
 
     def _emit(self, op: str, kind: str, run: Any, inputs: list[str], results: list[Any], phase: str,
               module: str) -> str:
@@ -255,15 +258,6 @@ class Tracer:
                                [r.shape for r in results], [str(r.dtype) for r in results], module, phase,
                                category="temporary"))
         return nid
-
-    # --- optimizer ----------------------------------------------------------------------------------------
-    def optimizer_step(self, optimizer: Any) -> None:
-        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-        inputs = [self.value_of(p) for p in params]
-        self._emit(type(optimizer).__name__ + "Step", "effect", _optimizer_run(optimizer), inputs, [], "optimizer", "")
-
-    def zero_grad(self, optimizer: Any, set_to_none: bool) -> None:
-        self._emit("ZeroGrad", "effect", lambda *a: optimizer.zero_grad(set_to_none), [], [], "optimizer", "")
 
     def close(self) -> None:
         """Drop the trace's tensors now (they would otherwise wait for the garbage collector)."""
@@ -275,17 +269,19 @@ class Tracer:
         self.array_ids.clear()
         self.graph_values.clear()
         self.constructed.clear()
+        self.attrs.clear()
+        self.construction.clear()
+        self.grad_ids.clear()
+        self.grad_leaves = []
 
     def graph(self, inputs: list[str], outputs: list[str], meta: dict) -> Graph:
+        """The recorded graph; its op instances get back the attributes they had after their call (the traced step's
+        backward freed them, as eager does; each replay's forward sets its saved state again)."""
+        for op, attributes in self.construction.values():
+            if op.freed:
+                vars(op).clear()
+                vars(op).update(attributes)
         return Graph(self.function, "", self.nodes, inputs, dict(self.captured), outputs, meta, dict(self.constants))
-
-
-class _Unguarded:
-    def __enter__(self) -> None:
-        self.previous, _tensor_module._read_guard = _tensor_module._read_guard, None
-
-    def __exit__(self, *exc: Any) -> None:
-        _tensor_module._read_guard = self.previous
 
 
 def _module_run(module: Any, tensor_args: list[str | None], args: tuple, has_out: bool, out: Any) -> Any:
@@ -329,29 +325,25 @@ def _ones(xp: Any, shape: tuple, dtype: Any) -> Any:
     return run
 
 
-def _set_grad(t: Tensor, siblings: list[Tensor] | None = None) -> Any:
-    """``t.grad = array`` as eager ``_accumulate`` does: a fresh array the graph made is adopted as is; a view, a
-    constant (read-only) or an array another parameter adopted in this step is copied first."""
-    others = [q for q in siblings or () if q is not t]
+def _set_grad(t: Tensor, siblings: list[Tensor], owned: bool) -> Any:
+    """``t.grad = array`` as eager ``autograd._accumulate`` does: adopted as is when the walk owned it (``owned``,
+    recorded), else copied; also copied when a graph pass made it a view, a constant (read-only) or the array another
+    leaf of ``siblings`` adopted in this step."""
 
     def run(array: Any, _param: Any = None) -> None:
         if array.dtype != t._data.dtype:
             array = array.astype(t._data.dtype)
-        elif array.base is not None or not array.flags.writeable:
+        elif not owned or array.base is not None or not array.flags.writeable or \
+                any(q is not t and q.grad is not None and q.grad._data is array for q in siblings):
             array = array.copy()
-        else:
-            for q in others:
-                if q.grad is not None and q.grad._data is array:
-                    array = array.copy()
-                    break
         t.grad = Tensor._wrap_array(array, "gradient", "grad")
     return run
 
 
-def _add_grad(t: Tensor) -> Any:
+def _add_grad(t: Tensor, siblings: list[Tensor], owned: bool) -> Any:
     def run(array: Any, _param: Any = None) -> None:
         if t.grad is None:
-            _set_grad(t)(array)
+            _set_grad(t, siblings, owned)(array)
         else:
             t.grad._data += array
     return run
@@ -369,26 +361,25 @@ def _optimizer_run(optimizer: Any) -> Any:
 
 
 class tracing:
-    """Context: record ops into ``tracer``; reading a graph value raises ``TracingError``."""
+    """Context: ``tracer`` in the recorder list; reading a graph value raises ``TracingError``."""
 
     def __init__(self, tracer: Tracer) -> None:
         self.tracer = tracer
-        self.observer = _Observer()
 
     def __enter__(self) -> Tracer:
-        global active
-        if active is not None:
+        global _active
+        if _active is not None:
             raise TracingError(f"engine.function: '{self.tracer.function}' called while tracing "
-                               f"'{active.function}'; nested traced functions are not supported")
-        active = self.tracer
-        _tensor_module._read_guard = self.tracer.check_read
-        _hooks.add_recorder(self.observer)
+                               f"'{_active.function}'; nested traced functions are not supported")
+        _active = self.tracer
+        self.previous_guard = set_read_guard(self.tracer.check_read)
+        _hooks.add_recorder(self.tracer)
         self.start = time.perf_counter()
         return self.tracer
 
     def __exit__(self, *exc: Any) -> None:
-        global active
-        active = None
-        _tensor_module._read_guard = None
-        _hooks.remove_recorder(self.observer)
+        global _active
+        _active = None
+        set_read_guard(self.previous_guard)
+        _hooks.remove_recorder(self.tracer)
         self.trace_ms = (time.perf_counter() - self.start) * 1e3

@@ -10,14 +10,14 @@ import numpy as np
 from engine import backend as _backend
 from engine import hooks as _hooks
 from engine.nn.parameter import Parameter
-from engine.tensor import Tensor
-from engine.graph import trace as _trace
+from engine.tensor import Tensor, reads_allowed
 
 # Bumped whenever any module gains or loses a submodule: the paths hooks see are recomputed lazily.
 _structure_version = 0
 _paths_root: Any = None  # weak reference to the root module that assigned the current paths
 _paths_version = -1
 _hooks_version = 0  # bumped whenever a forward hook is added or removed: engine-only answers are recomputed
+_now = time.perf_counter_ns
 
 
 class IncompatibleKeys(NamedTuple):
@@ -56,37 +56,19 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         stack = _hooks.module_stack
+        scoped = False
         if len(stack) == 1:
             if _paths_version != _structure_version or _paths_root is None or _paths_root() is not self:
                 self._assign_paths()
-            if _hooks.allocation_site is not None and _hooks.site_scope is None and self._runs_engine_code_only():
-                return self._call_in_site_scope(args, kwargs)
+            scoped = _hooks.allocation_site is not None and _hooks.site_scope is None and self._runs_engine_code_only()
         stack.append(self._path)
-        if _hooks.module_begin or _hooks.module_end:
-            return self._call_observed(args, kwargs)
+        if scoped or _hooks.module_observed:
+            return self._call_observed(args, kwargs, scoped)
         try:
             out = self.forward(*args, **kwargs)
         finally:
             stack.pop()
         return self._apply_forward_hooks(args, out) if self._forward_hooks else out
-
-    def _call_in_site_scope(self, args: tuple, kwargs: dict) -> Any:
-        """A top-level call of a model made only of the engine's modules, with no forward hook, while an
-        ``allocation_site`` recorder records stacks: the stack is walked once, here (``hooks.enter_site_scope``), and
-        every buffer the forward allocates gets that site — the caller's line, which each allocation's own walk
-        would find, since only engine code runs inside (recorders run outside the scope)."""
-        previous = _hooks.enter_site_scope()
-        stack = _hooks.module_stack
-        stack.append(self._path)
-        try:
-            if _hooks.module_begin or _hooks.module_end:
-                return self._call_observed(args, kwargs)  # pops the path itself
-            try:
-                return self.forward(*args, **kwargs)  # NOTE: no forward hook here (_runs_engine_code_only)
-            finally:
-                stack.pop()
-        finally:
-            _hooks.exit_site_scope(previous)
 
     def _runs_engine_code_only(self) -> bool:
         """Whether this module and every submodule are the engine's own classes, with no forward hook and no
@@ -99,24 +81,35 @@ class Module:
             cached = self.__dict__["_engine_only"] = (key, only)
         return cached[1]
 
-    def _call_observed(self, args: tuple, kwargs: dict) -> Any:
-        """``__call__`` with module_begin/module_end events (the path is already on the stack)."""
+    def _call_observed(self, args: tuple, kwargs: dict, scoped: bool) -> Any:
+        """``__call__`` through the dispatch core (the path is already on the stack): ``module_begin``, the forward,
+        ``module_end`` and ``module_call`` (``engine.function``'s tracer makes the call a graph node there), then the
+        forward hooks — observers: a tensor read guard does not apply to them.
+
+        ``scoped``: a top-level call of a model made only of the engine's modules, with no forward hook, while an
+        ``allocation_site`` recorder records stacks: the stack is walked once, here (``hooks.enter_site_scope``), and
+        every buffer the forward allocates gets that site — the caller's line, which each allocation's own walk
+        would find, since only engine code runs inside (recorders run outside the scope)."""
+        previous = _hooks.enter_site_scope() if scoped else None
         kind = type(self).__name__
-        if _hooks.module_begin:
-            _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(self._path, kind, _hooks._step, time.perf_counter_ns()))
         try:
-            out = self.forward(*args, **kwargs)
+            if _hooks.module_begin:
+                _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(self._path, kind, _hooks._step, _now()))
+            try:
+                out = self.forward(*args, **kwargs)
+            finally:
+                _hooks.module_stack.pop()
+                if _hooks.module_end:
+                    _hooks.emit(_hooks.module_end, _hooks.ModuleEvent(self._path, kind, _hooks._step, _now()))
         finally:
-            _hooks.module_stack.pop()
-            if _hooks.module_end:
-                _hooks.emit(_hooks.module_end, _hooks.ModuleEvent(self._path, kind, _hooks._step, time.perf_counter_ns()))
-        tracer = _trace.active
-        if tracer is not None:  # engine.function: the call is a graph node (its replay runs the forward hooks)
-            tracer.record_module(self, args, out)
-            if self._forward_hooks:
-                with tracer.unguarded():  # forward hooks are observers, not the traced function's code
-                    return self._apply_forward_hooks(args, out)
-        return self._apply_forward_hooks(args, out) if self._forward_hooks else out
+            if scoped:
+                _hooks.exit_site_scope(previous)
+        if _hooks.module_call:
+            _hooks.emit(_hooks.module_call, self, args, out)
+        if self._forward_hooks:
+            with reads_allowed():
+                return self._apply_forward_hooks(args, out)
+        return out
 
     def _apply_forward_hooks(self, args: tuple, out: Any) -> Any:
         for hook in list(self._forward_hooks.values()):

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import time
-import weakref
-
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -12,7 +10,6 @@ from engine import hooks as _hooks
 from engine.backend import get_array_module, is_device_array, to_device
 from engine.op import enable_grad
 from engine.tensor import Tensor
-from engine.graph import trace as _trace
 
 
 class _Required:
@@ -21,23 +18,7 @@ class _Required:
 
 
 required = _Required()  # a default that a param group must set itself (SGD's lr)
-# Weak references to callables every optimizer.step() calls before it updates a parameter (and before
-# optimizer_step_begin): engine.distributed's DistributedDataParallel waits there for its gradient AllReduce.
-before_update: list[weakref.WeakMethod] = []
 
-
-def add_before_update(method: Callable[[], Any]) -> None:
-    """Have every ``optimizer.step()`` call the bound ``method`` first, as long as its object lives."""
-    before_update.append(weakref.WeakMethod(method))
-
-
-def _run_before_update() -> None:
-    for ref in tuple(before_update):
-        method = ref()
-        if method is None:
-            before_update.remove(ref)
-        else:
-            method()
 _now = time.perf_counter_ns
 _new_event = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__
 
@@ -114,8 +95,8 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: drop it (default) or fill it with zeros in place."""
-        if _trace.active is not None:
-            _trace.active.zero_grad(self, set_to_none)
+        if _hooks.zero_grad:
+            _hooks.emit(_hooks.zero_grad, self, set_to_none)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -126,18 +107,19 @@ class Optimizer:
                     p.grad._data.fill(0)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient; close the training step. Returns ``closure()``'s loss."""
+        """Update every parameter that has a gradient; close the training step. Returns ``closure()``'s loss.
+
+        Recorders see ``optimizer_call`` first, then (after the closure) ``before_update`` — the optimizer hook
+        where ``.grad`` may still change (DDP waits for its AllReduce there) — then ``optimizer_step_begin``/``_end``
+        around the update."""
+        if _hooks.optimizer_call:
+            _hooks.emit(_hooks.optimizer_call, self, closure)
         loss = None
-        if _trace.active is not None:
-            if closure is not None:
-                raise _trace.TracingError(f"optimizer.step(closure) is not supported inside engine.function (at "
-                                          f"{_trace.user_frame()})")
-            _trace.active.optimizer_step(self)
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        if before_update:
-            _run_before_update()
+        if _hooks.before_update:
+            _hooks.emit(_hooks.before_update, self)
         if _hooks.optimizer_observed:
             self._update_observed()
         else:
