@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.backend.cuda.fused_source import sample_sources
-from engine.backend.cuda.sources import CHECK_ARCHITECTURES, CUPY_ADDED_OPTIONS, OPTIONS, SOURCES, read_source
+from engine.backend.cuda.sources import CHECK_ARCHITECTURES, CUPY_ADDED_OPTIONS, OPTIONS, read_source, source_names
 
 _WHEEL_LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.12")
 _SYSTEM_LIBRARIES = ("/usr/local/cuda/lib64/libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13")
@@ -67,7 +67,8 @@ class Nvrtc:
         self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         return self.lib.nvrtcGetErrorString(code).decode()
 
-    def compile(self, kernel: str, text: str, arch: str, options: Sequence[str] = OPTIONS + CUPY_ADDED_OPTIONS) -> CompileResult:
+    def compile(self, kernel: str, text: str, arch: str,
+                options: Sequence[str] = OPTIONS + CUPY_ADDED_OPTIONS) -> CompileResult:
         program = ctypes.c_void_p()
         code = self.lib.nvrtcCreateProgram(ctypes.byref(program), text.encode(), f"{kernel}.cu".encode(), 0, None,
                                            None)
@@ -96,7 +97,7 @@ def check(extra_sources: Sequence[Path] = (), architectures: Sequence[str] = CHE
           nvrtc: Nvrtc | None = None) -> list[CompileResult]:
     """Compile the engine's kernel sources, the sample fused chains and ``extra_sources`` for every architecture."""
     nvrtc = nvrtc or Nvrtc()
-    sources = [(name, read_source(name)) for name in SOURCES] + sample_sources()
+    sources = [(name, read_source(name)) for name in source_names()] + sample_sources()
     sources += [(Path(path).stem, Path(path).read_text(encoding="utf-8")) for path in extra_sources]
     return [nvrtc.compile(name, text, arch) for name, text in sources for arch in architectures]
 

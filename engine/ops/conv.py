@@ -52,6 +52,7 @@ class Conv2d(Function):
     """x (N, C, H, W) ⋆ weight (O, C, kh, kw) (+ bias (O,)) → (N, O, H_out, W_out)."""
 
     keeps_output = False  # saves the input's windows and the weight only
+    cuda_kernel = "im2col"  # kernels/im2col.cu: the CuPy branch's im2col and col2im
 
     def __init__(self, stride: tuple[int, int], padding: tuple[int, int, int, int]) -> None:
         self.stride, self.padding = stride, padding

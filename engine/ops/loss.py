@@ -83,6 +83,8 @@ class CrossEntropy(_Labelled):
     (ε/C)·Σ_c w_c·(−log p_c); 'mean' divides by Σ w[y_i] over non-ignored rows (as PyTorch).
     """
 
+    cuda_kernel = "softmax_xent"  # kernels/softmax_xent.cu: the CuPy branch without label smoothing
+
     def __init__(self, target: np.ndarray, weight: np.ndarray | None = None, reduction: str = "mean",
                  ignore_index: int = -100, label_smoothing: float = 0.0) -> None:
         super().__init__(target, weight, reduction, ignore_index)

@@ -35,6 +35,8 @@ def _route(grad: np.ndarray, index: np.ndarray | None, count: int) -> list[np.nd
 
 
 class _Pool2d(Function):
+    cuda_kernel = "pool"  # kernels/pool.cu: the CuPy branches' max and average pooling
+
     def __init__(self, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int, int, int]) -> None:
         self.kernel, self.stride, self.padding = kernel, stride, padding
 

@@ -15,6 +15,8 @@ class Adam(Optimizer):
     p ← p − lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + eps), with g = grad + weight_decay·p (L2 penalty);
     AMSGrad uses the running maximum of v."""
 
+    cuda_kernel = "adam"  # kernels/adam.cu: every CuPy parameter in one launch (as engine.op.Function.cuda_kernel)
+
     _decoupled_weight_decay = False
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),

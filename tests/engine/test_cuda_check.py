@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from engine.backend.cuda.fused_source import SAMPLES
-from engine.backend.cuda.sources import CHECK_ARCHITECTURES, SOURCES
+from engine.backend.cuda.sources import CHECK_ARCHITECTURES, entry_sources, source_names
+
+SOURCES = source_names()
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,6 +46,7 @@ def test_check_compiles_the_kernels_it_launches():
         if "_kernel(\"" in line:
             launched.add(line.split("_kernel(\"", 1)[1].split("\"", 1)[0])
     sources = "".join((ROOT / "engine/backend/cuda/kernels" / f"{name}.cu").read_text() for name in SOURCES)
-    assert launched
+    assert launched and launched <= set(entry_sources())
     for name in launched:
         assert f"void {name}_f32(" in sources and f"void {name}_f64(" in sources, name
+        assert f"void {name}_f32(" in (ROOT / "engine/backend/cuda/kernels" / f"{entry_sources()[name]}.cu").read_text()

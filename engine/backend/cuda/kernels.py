@@ -1,8 +1,9 @@
 """Launchers of the engine's own CUDA kernels (kernels/*.cu): CuPy arrays in and out, float32 and float64.
 
-Names, signatures and semantics are those of ``engine/backend/kernel_reference.py`` (NumPy arrays there). Modules are
-compiled with NVRTC through ``cupy.RawModule`` on first use and cached per source, options and device. Imported only
-for CuPy inputs (the ops import it inside their CuPy branch).
+Names, signatures and semantics are those of ``engine/backend/kernel_reference.py`` (NumPy arrays there). A kernel is
+found by its name in the sources that define it (``sources.entry_sources``), compiled with NVRTC through
+``cupy.RawModule`` on first use and cached per source, options and device. Imported only for CuPy inputs (the ops
+import it inside their CuPy branch; each such op names its source in ``cuda_kernel``).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from engine.backend import kernel_reference as ref
-from engine.backend.cuda.sources import OPTIONS, read_source
+from engine.backend.cuda.sources import OPTIONS, entry_sources, read_source
 from engine.backend.cuda_backend import require_cupy
 
 cp = require_cupy()
@@ -22,14 +23,6 @@ ADAM_CHUNK = 4096  # elements per block of the multi-tensor Adam step
 STATS_CHUNK = 8192  # elements per block of the segment statistics
 _CACHE_LIMIT = 32
 
-KERNELS = {  # kernel name (without the _f32/_f64 suffix) -> source kernels/<source>.cu
-    "softmax_xent_forward": "softmax_xent", "softmax_xent_backward": "softmax_xent",
-    "bias_activation_forward": "bias_activation", "bias_activation_backward": "bias_activation",
-    "bias_grad_sum": "bias_activation", "im2col": "im2col", "col2im": "im2col",
-    "max_pool_forward": "pool", "max_pool_backward": "pool", "avg_pool_forward": "pool", "avg_pool_backward": "pool",
-    "adam_step": "adam", "segment_stats": "statistics", "dead_units_rows": "statistics",
-    "dead_units_planes": "statistics",
-}
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _modules: dict[tuple[str, tuple[str, ...], int], Any] = {}
 _functions: dict[tuple[str, np.dtype, int], Any] = {}
@@ -59,7 +52,10 @@ def _kernel(name: str, dtype: np.dtype) -> Any:
     if found is None:
         if key[1] not in _SUFFIX:
             raise TypeError(f"{name}: float32 or float64 arrays only, got {dtype}")
-        found = _functions[key] = module(KERNELS[name]).get_function(f"{name}_{_SUFFIX[key[1]]}")
+        source = entry_sources().get(name)
+        if source is None:
+            raise KeyError(f"no CUDA kernel {name!r} in engine/backend/cuda/kernels/*.cu")
+        found = _functions[key] = module(source).get_function(f"{name}_{_SUFFIX[key[1]]}")
     return found
 
 
