@@ -138,7 +138,7 @@ class _WaitBeforeUpdate:
             return
         try:
             ddp.finish_gradient_sync()
-        except _hooks.PropagatingError:
+        except GradientSyncError:
             raise
         except Exception as error:
             raise GradientSyncError(f"DistributedDataParallel: waiting for the gradient AllReduce failed "
