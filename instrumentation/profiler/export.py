@@ -86,9 +86,11 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
     if kernels:
         events.extend(kernel_events(ops, kernels, us, pid))
     events.extend(comm_events(recorder.comm, recorder.comm_waits, us, pid))
+    counter_keys: dict[str, tuple[str, str]] = {}  # device -> its two counter names
     for time_ns, device, allocated in memory:
-        events.append({"ph": "C", "name": fmt.COUNTER_MEMORY, "ts": us(time_ns), "pid": pid,
-                       "args": {f"{device}.allocated": allocated, f"{device}.reserved": allocated}})
+        keys = counter_keys.get(device) or counter_keys.setdefault(device, (f"{device}.allocated", f"{device}.reserved"))
+        events.append({"ph": "C", "name": fmt.COUNTER_MEMORY, "ts": (time_ns - base_ns) / 1000.0, "pid": pid,
+                       "args": {keys[0]: allocated, keys[1]: allocated}})
     metadata = {"writer": "flowscope", "format_version": fmt.FORMAT_VERSION, "engine_version": engine.__version__,
                 "devices": ["cpu", "cuda"] if kernels else ["cpu"], "host": socket.gethostname(), "pid": pid,
                 "rank": trace_rank(),
@@ -122,10 +124,15 @@ def module_spans(ops: list[OpRecord]) -> list[tuple[str, str, int, int, int]]:
 
 
 def _ancestors(module: str) -> list[str]:
-    if not module:
-        return []
-    parts = module.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    """``"a.b.c"`` -> ``["a", "a.b", "a.b.c"]`` (memoized: a capture has few module paths and many ops)."""
+    chain = _chains.get(module)
+    if chain is None:
+        parts = module.split(".") if module else []
+        chain = _chains[module] = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return chain
+
+
+_chains: dict[str, list[str]] = {}
 
 
 def write_capture(run_dir: str | os.PathLike[str], trace: dict[str, Any], sidecar: bool = True) -> str:
