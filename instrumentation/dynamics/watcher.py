@@ -36,7 +36,7 @@ from instrumentation.profiler.spans import log_end, recording
 LOSS_TAG, LEARNING_RATE_TAG = "train/loss", "train/learning_rate"
 _NEG_INF = float("-inf")
 HISTOGRAMS_SHARE = 0.15  # of a Watch's budget, for its histograms; the rest for the per-step statistics
-LOSS_BATCH = 64  # losses handed to the writer in one item (one add_scalar_column)
+LOSS_BATCH = 64  # losses handed to the writer in one item (one add_scalar_rows of one tag)
 LOSS_LATENCY_S = 2.0  # losses older than this are handed to the writer at a sampled step's end
 BURST_STEPS = 32  # after a loss spike, steps observed whatever the interval: the evidence of what goes wrong
 # Of the budget, what the handle's measured work may take: it times all it does at every step and on sampled steps;
@@ -82,7 +82,8 @@ class Watch:
 
     def __init__(self, model: Any, writer: Any, *, every: int | None, histograms_every: int, optimizer: Any,
                  check_numerics: bool, raise_on_nonfinite: bool, thresholds: DynamicsThresholds,
-                 budget: float) -> None:
+                 budget: float, clock: Any = None) -> None:
+        self._hooks = hooks if clock is None else clock  # the step clock and recorder list (engine.hooks' interface)
         self.model, self.writer, self.histograms_every = model, writer, histograms_every
         self._pace = Pacer(tag_names.WATCH_OBSERVER, budget * (1 - HISTOGRAMS_SHARE), every=every,
                            measured_share=MEASURED_SHARE, min_run_share=MIN_RUN_SHARE, run_weight=RUN_WEIGHT)
@@ -106,7 +107,7 @@ class Watch:
         self._rules = DynamicsRules(thresholds)
         self._spike_rule = self._rules.loss_rule  # judged at every log_loss
         self._guard = FailureReporter("flowscope.watch")
-        self._named_parameters = list(model.named_parameters())
+        self._named_parameters = self._parameters_of(model)
         self._ndims = {name: len(param.shape) for name, param in self._named_parameters}
         self._norm_tags = {name: (tag_names.GRAD_NORM + name, tag_names.UPDATE_RATIO + name)
                            for name, _ in self._named_parameters}
@@ -133,17 +134,32 @@ class Watch:
         self._sampler_added = False
         self._armed_step = self._stats_step = self._histograms_step = -1  # the step observed now, if any
         self._wake_step = 0  # step_end does nothing before this step's end
-        self._resets = hooks.step_resets
+        self._resets = self._hooks.step_resets
         self._window_step: int | None = None  # the last sampled step (its end closed the pacers' last window)
         self._window_ns = 0  # the training thread's CPU time then
-        self.numerics = NumericsObserver(self._report, raise_on_nonfinite) if check_numerics else None
-        hooks.add_recorder(self)
+        self.numerics = self._numerics_observer(raise_on_nonfinite) if check_numerics else None
+        self._hooks.add_recorder(self)
         if callable(getattr(writer, "add_flush_callback", None)):  # a flush (an abort's too) has the losses so far
             writer.add_flush_callback(self._hand_over)
         if self.numerics is not None:
             self.numerics.attach()
             self._add_sampler()  # NOTE: the parameters' check runs at every step
-        self._arm(hooks.current_step())  # the first step is sampled (the pacers' warm-up observes every step)
+        self._arm(self._hooks.current_step())  # the first step is sampled (the pacers' warm-up observes every step)
+
+    # ---- what another framework's models change (instrumentation.torch.watch.TorchWatch) -----------------
+    _grad_enabled = staticmethod(engine.is_grad_enabled)
+
+    @staticmethod
+    def _array_of(output: Any) -> Any:
+        """A layer output as a NumPy array."""
+        return output.numpy()
+
+    def _parameters_of(self, model: Any) -> list[tuple[str, Any]]:
+        """(name, parameter) pairs; a parameter has ``shape``, ``numpy()`` and ``grad`` (None or with ``numpy()``)."""
+        return list(model.named_parameters())
+
+    def _numerics_observer(self, raise_error: bool) -> NumericsObserver:
+        return NumericsObserver(self._report, raise_error)
 
     @property
     def every(self) -> int:
@@ -179,8 +195,8 @@ class Watch:
             return
         self._guard.call("the sample at close", self._sample_at_close)
         self.closed = True
-        hooks.remove_recorder(self)
-        hooks.remove_recorder(self._sampler)
+        self._hooks.remove_recorder(self)
+        self._hooks.remove_recorder(self._sampler)
         self._sampler_added = False
         self._remove_forward_hooks()
         remove = getattr(self.writer, "remove_flush_callback", None)
@@ -200,9 +216,9 @@ class Watch:
         if self.paused or self.closed:
             return
         self.paused = True
-        hooks.remove_recorder(self)
+        self._hooks.remove_recorder(self)
         self._disarm(self._wake_step)
-        hooks.remove_recorder(self._sampler)  # NOTE: with check_numerics too (_disarm keeps it then)
+        self._hooks.remove_recorder(self._sampler)  # NOTE: with check_numerics too (_disarm keeps it then)
         self._sampler_added = self._tracking = False
         if self.numerics is not None:
             self.numerics.detach()
@@ -216,12 +232,12 @@ class Watch:
             return
         self.paused = False
         self._call_components("resume")
-        hooks.add_recorder(self)
+        self._hooks.add_recorder(self)
         if self.numerics is not None:
             self.numerics.attach()
             self._add_sampler()
-        step = hooks.current_step()
-        self._resets = hooks.step_resets
+        step = self._hooks.current_step()
+        self._resets = self._hooks.step_resets
         self._window_step, self._window_ns = step - 1, _thread_ns()
         upcoming = self._next_sample(step - 1)
         if upcoming == step:
@@ -253,7 +269,7 @@ class Watch:
         began = _now_ns()
         try:
             value = float(value)
-            step = hooks.step_of_record() if step is None else step if step.__class__ is int else int(step)
+            step = self._hooks.step_of_record() if step is None else step if step.__class__ is int else int(step)
             kept = self._kept_losses
             kept.append((value, step, began * 1e-9 + self._wall_offset_s))  # NOTE: the wall time from `began`
             if len(kept) >= LOSS_BATCH:
@@ -285,9 +301,9 @@ class Watch:
         for alert in alerts:
             self._report(alert)
         if not self._pace.fixed and not self.paused:
-            now = hooks.current_step()
+            now = self._hooks.current_step()
             self._burst_until = max(self._burst_until, now + BURST_STEPS)
-            if hooks.step_is_open():  # its end arms the steps after it (_next_sample)
+            if self._hooks.step_is_open():  # its end arms the steps after it (_next_sample)
                 self._wake_step = min(self._wake_step, now)
             elif self._stats_step != now:  # between steps: observe the next one (armed already maybe, for histograms)
                 self._arm(now)
@@ -313,8 +329,8 @@ class Watch:
 
     def _sample_soon(self, step: int) -> None:
         """Observe ``step`` (not before the step now): arm it between steps, else wake at the end of the one before."""
-        now = hooks.current_step()
-        if step < now or (step == now and hooks.step_is_open()):
+        now = self._hooks.current_step()
+        if step < now or (step == now and self._hooks.step_is_open()):
             return
         if step == now:
             if self._armed_step != now:
@@ -326,7 +342,7 @@ class Watch:
 
     # ---- the step boundary: the one recorder method called at every step -------------------------------------
     def step_end(self, event: hooks.StepEvent) -> None:
-        if event.step < self._wake_step and hooks.step_resets == self._resets:
+        if event.step < self._wake_step and self._hooks.step_resets == self._resets:
             return  # NOTE: the common step: not sampled, not the one before a sampled one
         cpu_ns = _thread_ns()  # NOTE: before the span: a syscall, where a loaded machine's scheduler switches tasks
         began = _now_ns()
@@ -337,8 +353,8 @@ class Watch:
     def _at_sample_boundary(self, event: hooks.StepEvent, began: int, cpu_ns: int) -> None:
         """The end of a sampled step (its scalars; the pacers' window closes) and/or of the step before one (arm)."""
         step = event.step
-        if hooks.step_resets != self._resets:  # a new run in this process: its steps count from its own start
-            self._resets, self._window_step = hooks.step_resets, None
+        if self._hooks.step_resets != self._resets:  # a new run in this process: its steps count from its own start
+            self._resets, self._window_step = self._hooks.step_resets, None
         if step == self._armed_step:
             self._close_window(event, began, cpu_ns)
             began = _now_ns()  # what follows is the next window's cost
@@ -391,12 +407,12 @@ class Watch:
         self._wake_step = wake_step
         self._remove_forward_hooks()
         if self._sampler_added and self.numerics is None:
-            hooks.remove_recorder(self._sampler)
+            self._hooks.remove_recorder(self._sampler)
             self._sampler_added = False
 
     def _add_sampler(self) -> None:
         if not self._sampler_added:
-            hooks.add_recorder(self._sampler)
+            self._hooks.add_recorder(self._sampler)
             self._sampler_added = True
 
     def _remove_forward_hooks(self) -> None:
@@ -511,7 +527,7 @@ class Watch:
     # ---- forward hooks (on the modules only while a step's statistics are due) -----------------------------
     def _layer_output(self, place: str, path: str, kind: str, tags: tuple[str, str, str], module: Any, inputs: tuple,
                       output: Any) -> None:
-        if module.training and engine.is_grad_enabled():
+        if module.training and self._grad_enabled():
             began = _now_ns()
             self._guard.call(place, self._layer_stats, path, kind, tags, output)
             if recording:
@@ -519,8 +535,8 @@ class Watch:
             self._run_ns += _now_ns() - began
 
     def _layer_stats(self, path: str, kind: str, tags: tuple[str, str, str], output: Any) -> None:
-        step = hooks.current_step()
-        stats = activation_stats(path, kind, output.numpy())
+        step = self._hooks.current_step()
+        stats = activation_stats(path, kind, self._array_of(output))
         if stats.dead_fraction is not None:
             self._scalars.extend([tags[0], tags[1]], [stats.mean_abs, stats.dead_fraction], step)
             for alert in self._rules.dead(step, path, stats.dead_fraction):
@@ -540,9 +556,9 @@ class Watch:
         self.alerts.append(alert)
         self._alert_writer.write(alert)
         if not self._pace.fixed and not self.paused and not self.closed:  # the evidence after it: the next step too
-            now = hooks.current_step()
+            now = self._hooks.current_step()
             self._burst_until = max(self._burst_until, now + 2)
-            self._sample_soon(now + 1 if hooks.step_is_open() else now)
+            self._sample_soon(now + 1 if self._hooks.step_is_open() else now)
 
     # ---- the sample at close(): what needs no optimizer step -------------------------------------------------
     def _sample_at_close(self) -> None:
@@ -550,8 +566,8 @@ class Watch:
         the learning rate and, with histograms on, the weights' and gradients' histograms, at the last step. The
         update ratios and activations need a step in progress: they end at the last sampled step. Not when closed
         inside a step (an exception): its gradients are not the step's yet."""
-        step = hooks.current_step() - 1
-        if self.paused or hooks.step_is_open() or step < 0 or hooks.step_resets != self._resets:
+        step = self._hooks.current_step() - 1
+        if self.paused or self._hooks.step_is_open() or step < 0 or self._hooks.step_resets != self._resets:
             return
         if step > self._last_stats_step:
             self._close_scalars(step)
