@@ -130,7 +130,9 @@ def col2im(cols: np.ndarray, padded_shape: Sequence[int], kh: int, kw: int, stri
     out = np.zeros((n, c, h, w), cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            out[:, :, i:i + stride_h * (oh - 1) + 1:stride_h, j:j + stride_w * (ow - 1) + 1:stride_w] += patches[:, :, i, j]
+            row_window = slice(i, i + stride_h * (oh - 1) + 1, stride_h)
+            col_window = slice(j, j + stride_w * (ow - 1) + 1, stride_w)
+            out[:, :, row_window, col_window] += patches[:, :, i, j]
     return out
 
 

@@ -62,7 +62,8 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     if approximate != "none":
-        raise NotImplementedError(f"gelu: only approximate='none' (the exact erf form) is implemented, got {approximate!r}")
+        raise NotImplementedError(f"gelu: only approximate='none' (the exact erf form) is implemented, "
+                                  f"got {approximate!r}")
     return _ops.gelu(input)
 
 

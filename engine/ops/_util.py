@@ -48,7 +48,8 @@ def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     if grad.shape == shape:
         return grad
     lead = grad.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape) if size == 1 and grad.shape[lead + i] != 1)
+    axes = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
+                                      if size == 1 and grad.shape[lead + i] != 1)
     reduced = grad.sum(axis=axes)
     return reduced if reduced.shape == shape else reduced.reshape(shape)
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from engine.backend import is_device_array
 from engine.op import Function
-from engine.ops._util import as_tensor, result_dtype, shape_nbytes, single_axis
+from engine.ops._util import as_tensor, result_dtype, single_axis
 from engine.tensor import Tensor
 
 
@@ -92,7 +92,8 @@ class GetItem(Function):
         try:
             out = x[self.index]
         except IndexError as error:
-            raise IndexError(f"index {_describe(self.index)} is invalid for a tensor of shape {x.shape}: {error}") from None
+            raise IndexError(f"index {_describe(self.index)} is invalid for a tensor of shape {x.shape}: "
+                             f"{error}") from None
         return np.asarray(out) if isinstance(out, np.generic) else out
 
     def output_nbytes(self, x):
