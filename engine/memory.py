@@ -7,16 +7,21 @@ before the op computes anything (``check_room``); the limit is checked again whe
 engine, before any tensor, graph node or gradient refers to it, so an ``OutOfMemoryError`` leaves training
 state intact. NumPy's scratch space inside a single op is not counted; on CUDA the device's own limit applies
 too; a ``MemoryError`` that NumPy raises inside an op becomes an ``OutOfMemoryError`` (``refused_by_system``).
-The allocator reports to the engine's recorders (``engine.hooks``: ``buffer_alloc``, ``buffer_free``,
-``buffer_history``, ``allocation_site``, ``at_peak``, ``oom``); what a memory tracker records on top lives in ``engine.memory_recording``.
+Each live buffer is one ``Block`` (what register() knew: bytes, device, category, op, module, phase, step, shape,
+dtype, site), read-only and never changed: readers hold blocks, not copies. The allocator reports to the engine's
+recorders through ``engine.hooks.emit`` only (``buffer_alloc``, ``buffer_free``, ``buffer_history``, ``at_peak``,
+``oom``; ``allocation_site`` is asked for a new buffer's site), CPU buffers and device pool blocks alike, with the
+hooks' one rule: a ``PropagatingError`` goes through (the buffer is then released: its caller gets no key), any other
+failure is reported once and the allocation goes on. What a memory tracker records on top lives in
+``engine.memory_recording``.
 """
 from __future__ import annotations
 
 import gc
-import sys
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
@@ -54,21 +59,63 @@ class MemoryStats:
     limit_bytes: int | None
 
 
-class LiveBlock(NamedTuple):
-    """One live buffer with what the allocator knew when it was registered (``live_blocks``)."""
+def _field(slot: str, doc: str) -> property:
+    return property(attrgetter(slot), doc=doc)  # NOTE: a C getter: reading a field calls no Python function
 
-    buffer_id: int
-    bytes: int
-    device: str
-    category: str
-    op: str
-    module: str
-    phase: str
-    step: int
-    shape: tuple[int, ...]
-    dtype: str
-    tensors: int  # tensor references (views share their base buffer)
-    site: Any = None  # what the allocation_site recorder returned at register() (None without one)
+
+class Block:
+    """One live buffer as the allocator registered it. Read-only, and never changed afterwards: a tensor that claims a
+    device pool block gets the allocator a new Block (its category, op, shape and dtype), so a block handed out earlier
+    (``live_blocks``, ``live_set``, a peak capture) keeps saying what it said. Made by the allocator only. Beside the
+    fields, the allocator counts the tensors referring to the buffer (``live_buffers``): no field of the record."""
+
+    __slots__ = ("_buffer_id", "_bytes", "_device", "_category", "_op", "_module", "_phase", "_step", "_shape",
+                 "_dtype", "_site", "_state", "_tensors")
+
+    buffer_id = _field("_buffer_id", "the allocator's key: id() of the root array, or minus a pool block's pointer")
+    bytes = _field("_bytes", "the buffer's size (a pool block's: the pool's rounded size)")
+    device = _field("_device", '"cpu" or "cuda:N"')
+    category = _field("_category", "what the buffer is for: one of CATEGORIES")
+    op = _field("_op", "the op that allocated it")
+    module = _field("_module", "the dotted path of the module it was allocated in (\"\" outside any)")
+    phase = _field("_phase", "forward, backward or optimizer")
+    step = _field("_step", "the step it was allocated in")
+    shape = _field("_shape", "the shape of the tensor that first registered it (a pool block's: (bytes,))")
+    site = _field("_site", "what the allocation_site recorder returned for it (None without one)")
+
+    @property
+    def dtype(self) -> str:
+        """The dtype name of the tensor that first registered it (a pool block's: uint8)."""
+        return _hooks.dtype_name(self._dtype)
+
+    def __repr__(self) -> str:
+        return (f"Block(buffer_id={self._buffer_id}, bytes={self._bytes}, device={self._device!r}, "
+                f"category={self._category!r}, op={self._op!r}, module={self._module!r}, phase={self._phase!r}, "
+                f"step={self._step}, shape={self._shape}, dtype={self.dtype!r})")
+
+
+def _new_block(buffer_id: int, nbytes: int, device: str, category: str, op: str, module: str, phase: str, step: int,
+               shape: tuple, dtype: Any, site: Any, state: _DeviceState, tensors: int) -> Block:
+    """The allocator's one way to make a Block. NOTE: without a ``Block.__init__``: Python 3.11 calls a class's
+    ``__init__`` through C (about 3x a plain function call, once per allocation)."""
+    block = _make(Block)
+    block._buffer_id = buffer_id
+    block._bytes = nbytes
+    block._device = device
+    block._category = category
+    block._op = op
+    block._module = module
+    block._phase = phase
+    block._step = step
+    block._shape = shape
+    block._dtype = dtype
+    block._site = site
+    block._state = state  # the device's _DeviceState (the allocator's: no field)
+    block._tensors = tensors  # tensor references (a pool block's device pointer holds one more)
+    return block
+
+
+_make = object.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +144,7 @@ class _DeviceState:
 _cpu = _DeviceState()
 _devices: dict[str, _DeviceState] = {"cpu": _cpu}
 limit_set = False  # some device has a limit: ops then call check_room before computing (set_limit keeps it)
-# id(root buffer) -> [bytes, tensor references, device state, device name, category, op, module, phase, step, shape,
-#                     dtype, site]: what register() knew; nothing after the references changes.
-_buffers: dict[int, list] = {}
+_buffers: dict[int, Block] = {}  # buffer id (id() of the root array, or minus a pool pointer) -> its Block
 
 
 def _state(device: str) -> _DeviceState:
@@ -123,32 +168,50 @@ CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "tempora
 def register(array: Any, category: str = "activation", op: str = "", site: Any = None,
              check_limit: bool = True) -> int:
     """Account for ``array`` (held by a new tensor) under ``category`` (one of ``CATEGORIES``); returns the key to
-    pass to :func:`release`. ``site``: the buffer's ``LiveBlock.site`` when the caller knows it (the data pipeline
+    pass to :func:`release`. ``site``: the buffer's ``Block.site`` when the caller knows it (the data pipeline
     passes the user frames that built the stage holding it); the site recorder is then not asked.
     ``check_limit=False`` counts a buffer that exists already (the pipeline's) without refusing it over the limit."""
     root = array if array.base is None else _root(array)
     key = id(root)
-    entry = _buffers.get(key)
-    if entry is not None:
-        entry[1] += 1
-        entry[2].live_tensors += 1
+    block = _buffers.get(key)
+    if block is not None:
+        block._tensors += 1
+        block._state.live_tensors += 1
         return key
     if type(array) is np.ndarray or isinstance(array, np.generic):  # (a backward may hand on a NumPy scalar)
         device = "cpu"
     else:
         device = device_of(array)
-        if not _pool_install_tried:  # the first device array: route later device buffers through the allocator
-            _install_device_pool()
         if _pool_blocks:  # a device pool's block: the tensor claims it
             claimed = _claim(root, category, op)
             if claimed is not None:
                 return claimed
     state = _cpu if device == "cpu" else _state(device)
     nbytes = root.nbytes
-    allocated = state.allocated + nbytes
-    if state.limit is not None and allocated > state.limit and check_limit:
+    if state.limit is not None and state.allocated + nbytes > state.limit and check_limit:
         raise _refused(nbytes, state, device, op)
-    state.allocated = allocated
+    _count_in(state, nbytes, category)
+    state.live_tensors += 1
+    if not _hooks.memory_observed:
+        _buffers[key] = _new_block(key, nbytes, device, category, op, _hooks.module_stack[-1], _hooks.phase,
+                                   _hooks._step, array.shape, array.dtype, site, state, 1)
+        return key
+    if site is None:  # NOTE: asked here, not in a helper: the site recorder's stack walk starts above our caller
+        site, site_of = _hooks.site_scope, _hooks.allocation_site
+        if site is None and site_of is not None:
+            try:
+                site = site_of()
+            except Exception as error:  # noqa: BLE001 - recording must never break an allocation
+                _hooks.report_failure(site_of, error)
+    block = _buffers[key] = _new_block(key, nbytes, device, category, op, _hooks.module_stack[-1], _hooks.phase,
+                                       _hooks._step, array.shape, array.dtype, site, state, 1)
+    _announce_alloc(block, release)
+    return key
+
+
+def _count_in(state: _DeviceState, nbytes: int, category: str) -> None:
+    """Count a new buffer of ``nbytes`` for ``category`` on the device of ``state``: bytes, category, peaks."""
+    allocated = state.allocated = state.allocated + nbytes
     categories = state.categories
     categories[category] = categories.get(category, 0) + nbytes
     if allocated > state.step_peak:
@@ -156,38 +219,50 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
         state.rising = True
     if allocated > state.peak:
         state.peak = allocated
-    state.live_tensors += 1
     state.live_buffers += 1
-    shape, dtype = array.shape, array.dtype
-    if not _hooks.memory_observed:
-        _buffers[key] = [nbytes, 1, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
-                         shape, dtype, site]
-        return key
-    # NOTE: the one path with recorders; the loop is written out (not hooks.emit): a call less per allocation
-    if site is None:
-        site, site_of = _hooks.site_scope, _hooks.allocation_site
-        if site is None and site_of is not None:
-            try:
-                site = site_of()
-            except Exception as error:  # noqa: BLE001 - recording must never break an allocation
-                _hooks.report_failure(site_of, error)
-    _buffers[key] = [nbytes, 1, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
-                     shape, dtype, site]
-    for record in _hooks.buffer_alloc:
-        try:
-            record(key, nbytes, device, category, op, shape, dtype)
-        except _hooks.PropagatingError:
-            raise
-        except Exception as error:  # noqa: BLE001 - recording must never break an allocation
-            _hooks.report_failure(record, error)
-    if _hooks.buffer_history:  # NOTE: C appends (HistoryRing): no Python frame per allocation
-        record = (_now(), "alloc", nbytes, op, _hooks._step, device)
-        for append in _hooks.buffer_history:
-            try:
-                append(record)
-            except Exception as error:  # noqa: BLE001 - recording must never break an allocation
-                _hooks.report_failure(append, error)
-    return key
+
+
+def _announce_alloc(block: Block, undo: Any) -> None:
+    """Tell the recorders of a new buffer (the allocator's one caller of ``buffer_alloc`` and ``buffer_history``
+    allocations, for CPU buffers and pool blocks). A ``PropagatingError`` goes through after ``undo(key)`` released
+    the buffer: the caller gets no key to release it with."""
+    try:
+        if _hooks.buffer_alloc:
+            _hooks.emit(_hooks.buffer_alloc, block._buffer_id, block._bytes, block._device, block._category, block._op,
+                        block._shape, block._dtype)
+        if _hooks.buffer_history:
+            _hooks.emit(_hooks.buffer_history, (_now(), "alloc", block._bytes, block._op, _hooks._step, block._device))
+    except BaseException:
+        undo(block._buffer_id)
+        raise
+
+
+def release(key: int) -> None:
+    """Drop one tensor's reference to a registered buffer; the buffer is freed with its last reference."""
+    block = _buffers.get(key)
+    if block is None:
+        return
+    block._state.live_tensors -= 1
+    block._tensors -= 1
+    if not block._tensors:
+        _free(key, block)
+
+
+def _free(key: int, block: Block) -> None:
+    """Forget a buffer whose last reference went (a tensor's, or a pool block's pointer) and tell the recorders."""
+    state = block._state
+    if state.rising:  # the first free after a peak: the buffers live now are the peak's
+        _leave_peak(state, block._device)
+    del _buffers[key]
+    nbytes = block._bytes
+    state.allocated -= nbytes
+    state.categories[block._category] -= nbytes
+    state.live_buffers -= 1
+    if _hooks.free_observed:  # the allocator's one caller of buffer_free and buffer_history frees
+        if _hooks.buffer_free:
+            _hooks.emit(_hooks.buffer_free, key, nbytes, block._device, block._category, block._op)
+        if _hooks.buffer_history:
+            _hooks.emit(_hooks.buffer_history, (_now(), "free", nbytes, block._op, _hooks._step, block._device))
 
 
 def check_room(nbytes: int, like: Any, op: str) -> None:
@@ -224,45 +299,9 @@ def _refused(nbytes: int, state: _DeviceState, device: str, op: str, reason: str
     return OutOfMemoryError(nbytes, state.allocated, state.limit, device, op, module, reason)
 
 
-def release(key: int) -> None:
-    """Drop one tensor's reference to a registered buffer; the buffer is freed with its last reference."""
-    entry = _buffers.get(key)
-    if entry is None:
-        return
-    state = entry[2]
-    state.live_tensors -= 1
-    entry[1] -= 1
-    if entry[1]:
-        return
-    if state.rising:  # the first free after a peak: keep the categories as they were at it
-        state.rising = False
-        state.peak_categories = state.categories.copy()
-        if _hooks.at_peak and state.allocated >= state.peak_floor:  # the buffers live now are the peak's
-            _hooks.emit(_hooks.at_peak, entry[3], state.allocated)
-    del _buffers[key]
-    state.allocated -= entry[0]
-    state.categories[entry[4]] -= entry[0]
-    state.live_buffers -= 1
-    if _hooks.free_observed:  # NOTE: the one path with recorders; written out (not hooks.emit): a call less per free
-        for record in _hooks.buffer_free:
-            try:
-                record(key, entry[0], entry[3], entry[4], entry[5])
-            except _hooks.PropagatingError:
-                raise
-            except Exception as error:  # noqa: BLE001 - recording must never break a free
-                _hooks.report_failure(record, error)
-        if _hooks.buffer_history:
-            record = (_now(), "free", entry[0], entry[5], _hooks._step, entry[3])
-            for append in _hooks.buffer_history:
-                try:
-                    append(record)
-                except Exception as error:  # noqa: BLE001 - recording must never break a free
-                    _hooks.report_failure(append, error)
-
-
 def _leave_peak(state: _DeviceState, device: str) -> None:
-    """The first free after a peak, off the hot path (``release`` has it written out): keep the categories as they
-    were at the peak and tell ``at_peak`` recorders when it reaches the armed floor."""
+    """The first free after a peak: keep the categories as they were at the peak and tell ``at_peak`` recorders when
+    it reaches the armed floor (the buffers live now are the peak's)."""
     state.rising = False
     state.peak_categories = state.categories.copy()
     if _hooks.at_peak and state.allocated >= state.peak_floor:
@@ -277,7 +316,6 @@ def set_peak_floor(device: str, least_bytes: int) -> None:
 
 
 _now = time.perf_counter_ns
-_new_tuple = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__ (~2x)
 
 
 def stats(device: str = "cpu") -> MemoryStats:
@@ -318,29 +356,24 @@ def reset_peak(device: str = "cpu") -> None:
 
 def live_buffers() -> list[tuple[int, int, str, str, int]]:
     """(buffer id, bytes, device, category, tensor references) of every live buffer."""
-    return [(key, e[0], e[3], e[4], e[1] - (key < 0)) for key, e in _copy_buffers()]
+    return [(key, b._bytes, b._device, b._category, b._tensors - (key < 0)) for key, b in _copy_buffers()]
 
 
-# --- what is live, by the metadata register() kept (read at step boundaries: no per-allocation observer) ---------
+# --- what is live: the blocks register() made (read at step boundaries: no per-allocation observer) --------------
 
 def devices() -> tuple[str, ...]:
     """The devices the allocator has accounted for ("cpu" first)."""
     return tuple(_devices)
 
 
-def _block(key: int, e: list) -> LiveBlock:
-    return _new_tuple(LiveBlock, (key, e[0], e[3], e[4], e[5], e[6], e[7], e[8], tuple(e[9]), _hooks.dtype_name(e[10]),
-                                  e[1] - (key < 0), e[11]))
-
-
-def live_blocks(device: str | None = None) -> list[LiveBlock]:
-    """Every live buffer (of ``device``, or of all devices) with the op, module, phase, step, shape, dtype and
+def live_blocks(device: str | None = None) -> list[Block]:
+    """Every live buffer's Block (of ``device``, or of all devices): the op, module, phase, step, shape, dtype and
     category it was allocated with. The shape and dtype are those of the tensor that first registered it."""
-    return [_block(key, e) for key, e in _copy_buffers() if device is None or e[3] == device]
+    return [b for b in live_set() if device is None or b._device == device]
 
 
-def _copy_buffers() -> list[tuple[int, list]]:
-    """(key, entry) of every live buffer (see ``_paused_copy``)."""
+def _copy_buffers() -> list[tuple[int, Block]]:
+    """(key, block) of every live buffer (see ``_paused_copy``)."""
     return _paused_copy(list, _buffers.items())
 
 
@@ -356,31 +389,31 @@ def _paused_copy(make: Any, view: Any) -> Any:
             gc.enable()
 
 
-def live_set() -> tuple:
-    """The buffers live now as an opaque record for ``live_groups(record)`` later: one reference per buffer,
-    copied at C speed (what a group is made of never changes after register()), so a leak check can keep one per
-    step and group only the steps it needs."""
+def live_set() -> tuple[Block, ...]:
+    """The blocks live now, copied at C speed (one reference per buffer: blocks never change), for
+    ``live_groups(record)`` or ``live_set_blocks(record, device)`` later: a leak check keeps one per step and groups
+    only the steps it needs, a peak capture keeps the one at the peak."""
     return _paused_copy(tuple, _buffers.values())
 
 
-def live_set_blocks(live: tuple, device: str) -> tuple[LiveBlock, ...]:
-    """The blocks of ``device`` in a ``live_set()`` record: each buffer as register() knew it, its tensor count as it
-    is now; the buffer ids are the record's own (a buffer freed since has no id of the allocator's any more)."""
-    return tuple(_block(id(e), e) for e in live if e[3] == device)
+def live_set_blocks(live: tuple[Block, ...], device: str) -> tuple[Block, ...]:
+    """The blocks of ``device`` in a ``live_set()`` record. NOTE: a buffer freed since may have left its id to
+    another buffer."""
+    return tuple([b for b in live if b._device == device])
 
 
-def live_groups(live: tuple | None = None, sites: bool = False) -> dict[tuple, tuple[int, int]]:
+def live_groups(live: tuple[Block, ...] | None = None, sites: bool = False) -> dict[tuple, tuple[int, int]]:
     """(device, op, module, shape, dtype, category) → (live bytes, live buffers), summed over every live buffer
-    (or over a ``live_set()`` record) without building a record per buffer. ``sites=True``: keys are (device,
-    site, op, module, shape, dtype, category), the site as ``LiveBlock.site``."""
+    (or over a ``live_set()`` record). ``sites=True``: keys are (device, site, op, module, shape, dtype,
+    category), the site as ``Block.site``."""
     sums: dict[tuple, list[int]] = {}
-    for e in live_set() if live is None else live:
-        key = (e[3], e[11] if sites else None, e[5], e[6], e[9], e[10], e[4])
+    for b in live_set() if live is None else live:
+        key = (b._device, b._site if sites else None, b._op, b._module, b._shape, b._dtype, b._category)
         group = sums.get(key)
         if group is None:
-            sums[key] = [e[0], 1]
+            sums[key] = [b._bytes, 1]
         else:
-            group[0] += e[0]
+            group[0] += b._bytes
             group[1] += 1
     name = _hooks.dtype_name
     if sites:
@@ -441,16 +474,6 @@ def at_step_peak(device: str = "cpu") -> bool:
     return state is not None and state.rising
 
 
-def buffer_table() -> dict[int, list]:
-    """A copy of the live buffers' table (buffer id → what ``register`` knew), for ``table_blocks`` later."""
-    return dict(_buffers)
-
-
-def table_blocks(table: dict[int, list], device: str) -> tuple[LiveBlock, ...]:
-    """The live blocks of ``device`` in a ``buffer_table()`` copy."""
-    return tuple(_block(key, e) for key, e in table.items() if e[3] == device)
-
-
 def close_step_peaks(step: int, end: bool = True) -> list[tuple[str, int, int, dict[str, int], int]]:
     """(device, allocated bytes, step peak bytes, categories at the peak, live tensors) of every device, each
     device's step peak ended as ``end_step_peak(device, step)`` does (later calls of it for ``step`` get these
@@ -486,12 +509,12 @@ def format_bytes(count: float) -> str:
 # when the buffer's pointer dies, so scratch buffers inside an op are counted too and the bytes are the pool's own
 # (rounded) sizes. A tensor made from such a buffer claims its block (``register``): the block takes the tensor's
 # category and op; the bytes stay counted until the pointer dies. Keys are negative pointers: never an ``id()``.
-# NOTE: the device pointer holds one of the block's references (entry[1]), so a tensor's ``release`` never frees a
-# pool block and ``release`` needs no test for it; ``tensors`` (LiveBlock, live_buffers) leaves that one out.
+# NOTE: the device pointer holds one of the block's references, so a tensor's ``release`` never frees a pool block
+# and ``release`` needs no test for it; the tensor references of ``live_buffers`` leave that one out.
 
 _pool_blocks: set[int] = set()  # keys of blocks registered by a pool hook
-_pool_install_tried = False  # register() installs the CUDA allocator hook when it first sees a device array
 _pool_readers: dict[str, Any] = {}  # device -> callable returning that device's PoolStats
+_POOL_DTYPE = np.dtype(np.uint8)  # a pool block's until a tensor claims it
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,47 +538,27 @@ class PoolStats:
 
 def register_block(pointer: int, nbytes: int, device: str, category: str = "temporary", op: str = "") -> int:
     """Account for a device buffer of ``nbytes`` at ``pointer`` handed out by a pool hook (the limit was checked by
-    ``check_device_room``); returns the key for ``release_block``."""
+    ``check_device_room``); returns the key for ``release_block``. Recorders hear of it as of a CPU buffer (no site
+    is asked: the pool is called from inside the op)."""
     key = -pointer
     state = _state(device)
-    allocated = state.allocated = state.allocated + nbytes
-    state.categories[category] = state.categories.get(category, 0) + nbytes
-    if allocated > state.step_peak:
-        state.step_peak = allocated
-        state.rising = True
-    if allocated > state.peak:
-        state.peak = allocated
-    state.live_buffers += 1
-    _buffers[key] = [nbytes, 1, state, device, category, op, _hooks.module_stack[-1], _hooks.phase, _hooks._step,
-                     (nbytes,), np.dtype(np.uint8), None]
+    _count_in(state, nbytes, category)
+    block = _buffers[key] = _new_block(key, nbytes, device, category, op, _hooks.module_stack[-1], _hooks.phase,
+                                       _hooks._step, (nbytes,), _POOL_DTYPE, None, state, 1)
     _pool_blocks.add(key)
-    for record in _hooks.buffer_alloc:
-        try:
-            record(key, nbytes, device, category, op, (nbytes,), np.dtype(np.uint8))
-        except Exception as error:  # noqa: BLE001 - recording must never break an allocation
-            _hooks.report_failure(record, error)
+    if _hooks.memory_observed:
+        _announce_alloc(block, release_block)
     return key
 
 
 def release_block(key: int) -> None:
     """The device pointer of a pool block died: its bytes go back to the pool."""
-    entry = _buffers.get(key)
-    if entry is None or key not in _pool_blocks:
+    block = _buffers.get(key)
+    if block is None or key not in _pool_blocks:
         return
     _pool_blocks.discard(key)
-    state = entry[2]
-    if state.rising:
-        _leave_peak(state, entry[3])
-    del _buffers[key]
-    state.allocated -= entry[0]
-    state.categories[entry[4]] -= entry[0]
-    state.live_buffers -= 1
-    state.live_tensors -= entry[1] - 1  # tensors still referring to it (their release finds no entry)
-    for record in _hooks.buffer_free:
-        try:
-            record(key, entry[0], entry[3], entry[4], entry[5])
-        except Exception as error:  # noqa: BLE001 - recording must never break a free
-            _hooks.report_failure(record, error)
+    block._state.live_tensors -= block._tensors - 1  # tensors still referring to it (their release finds no block)
+    _free(key, block)
 
 
 def _claim(root: Any, category: str, op: str) -> int | None:
@@ -564,30 +567,19 @@ def _claim(root: Any, category: str, op: str) -> int | None:
         key = -root.data.mem.ptr
     except AttributeError:
         return None
-    entry = _buffers.get(key)
-    if entry is None or key not in _pool_blocks:
+    block = _buffers.get(key)
+    if block is None or key not in _pool_blocks:
         return None
-    state = entry[2]
-    if entry[1] == 1:  # only the pointer's reference: the first tensor of the block names it
-        state.categories[entry[4]] -= entry[0]
-        state.categories[category] = state.categories.get(category, 0) + entry[0]
-        entry[4], entry[5], entry[9], entry[10] = category, op, root.shape, root.dtype
-    entry[1] += 1
+    state = block._state
+    if block._tensors == 1:  # only the pointer's reference: the first tensor of the block names it, in a new Block
+        categories, nbytes = state.categories, block._bytes
+        categories[block._category] -= nbytes
+        categories[category] = categories.get(category, 0) + nbytes
+        block = _buffers[key] = _new_block(key, nbytes, block._device, category, op, block._module, block._phase,
+                                           block._step, root.shape, root.dtype, block._site, state, 1)
+    block._tensors += 1
     state.live_tensors += 1
     return key
-
-
-def _install_device_pool() -> None:
-    """Install the CUDA allocator hook (engine.backend.cuda.memory) once; a failure is reported on stderr once and
-    device buffers are then counted per tensor, as host buffers are."""
-    global _pool_install_tried
-    _pool_install_tried = True
-    try:
-        from engine.backend.cuda import memory as device_memory
-        device_memory.install()
-    except Exception as error:  # noqa: BLE001 - accounting goes on without the pool
-        print(f"flowscope.engine: device memory is counted per tensor, not through the CUDA allocator hook "
-              f"({type(error).__name__}: {error})", file=sys.stderr)
 
 
 def check_device_room(device: str, nbytes: int, op: str = "") -> None:

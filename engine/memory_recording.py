@@ -4,7 +4,7 @@ The allocator (``engine.memory``) only counts and keeps each live buffer's metad
 ``engine.hooks.add_recorder``, are what a tracker asks for on top:
 
 - ``SiteRecorder(capture)``: ``capture()`` runs in every ``register`` of a new buffer (or once per ``backward()``,
-  ``hooks.enter_site_scope``) and what it returns is the buffer's ``LiveBlock.site`` (e.g. an interned stack).
+  ``hooks.enter_site_scope``) and what it returns is the buffer's ``Block.site`` (e.g. an interned stack).
 - ``HistoryRing(ring)``: appends ``(time_ns, "alloc" | "free", bytes, op, step, device)`` to ``ring`` (e.g. a
   ``deque(maxlen=n)``) per allocation and free, the op being the buffer's (the one it was allocated by); the
   allocator calls the ring's ``append`` itself (``buffer_history``).
@@ -166,7 +166,7 @@ class PeakCapture:
     device: str
     step: int
     bytes: int
-    blocks: tuple[_memory.LiveBlock, ...]
+    blocks: tuple[_memory.Block, ...]
     grad_enabled: bool = True  # gradients were on at the peak (off: an evaluation, e.g. under engine.no_grad())
 
 
@@ -177,8 +177,8 @@ class _PeakCatcher:
 
     def __init__(self) -> None:
         self.armed: dict[str, int] = {}  # device -> least bytes of a peak to capture
-        # device -> (step, bytes, buffer table, gradients on)
-        self.captured: dict[str, tuple[int, int, dict[int, list], bool]] = {}
+        # device -> (step, bytes, live_set() record, gradients on)
+        self.captured: dict[str, tuple[int, int, tuple[_memory.Block, ...], bool]] = {}
         self.taken: dict[str, tuple] = {}  # device -> (step, hooks.step_resets, capture) of the last take(step=…)
 
     def at_peak(self, device: str, allocated_bytes: int) -> None:
@@ -188,7 +188,7 @@ class _PeakCatcher:
 
     def capture(self, device: str, allocated_bytes: int) -> None:
         from engine.op import is_grad_enabled  # NOTE: here, not at the top: engine.op imports this module's peers
-        self.captured[device] = (_hooks._step, allocated_bytes, _memory.buffer_table(), is_grad_enabled())
+        self.captured[device] = (_hooks._step, allocated_bytes, _memory.live_set(), is_grad_enabled())
         self.armed[device] = allocated_bytes + 1  # a higher peak later replaces it
         _memory.set_peak_floor(device, allocated_bytes + 1)
 
@@ -230,7 +230,7 @@ def take_peak_capture(device: str = "cpu", step: int | None = None) -> PeakCaptu
         _peaks.capture(device, allocated)
     captured = _peaks.captured.pop(device, None)
     capture = None if captured is None else PeakCapture(device, captured[0], captured[1],
-                                                         _memory.table_blocks(captured[2], device), captured[3])
+                                                         _memory.live_set_blocks(captured[2], device), captured[3])
     if step is not None:
         _peaks.taken[device] = (step, _hooks.step_resets, capture)
     return capture

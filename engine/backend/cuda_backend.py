@@ -7,7 +7,7 @@ stage use.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Callable
 
 cupy: Any = None
 import_error: Exception | None = None
@@ -19,6 +19,7 @@ except Exception as error:  # noqa: BLE001 - any failure means "no GPU backend"
 
 # NOTE: set once any array is put on a CUDA device; until then ops skip the device check (all data is host data).
 in_use = False
+_first_use: list[Callable[[], None]] = []  # called once, when in_use is first set (call_at_first_use)
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,20 +101,40 @@ def check_index(index: int) -> int:
     return index
 
 
-def adopt(array: Any) -> Any:
-    """``array`` (a CuPy array the engine did not copy itself) from now on in the engine: ops check devices."""
+def call_at_first_use(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` when the engine first puts an array on a CUDA device, before it allocates there (at once
+    when it has already). The allocator hook (``engine.backend.cuda.memory``) installs itself this way: this module,
+    below the allocator, never imports it."""
+    if in_use:
+        callback()
+    else:
+        _first_use.append(callback)
+
+
+def _begin_use() -> None:
     global in_use
     in_use = True
+    callbacks = list(_first_use)
+    _first_use.clear()
+    for callback in callbacks:
+        callback()
+
+
+def adopt(array: Any) -> Any:
+    """``array`` (a CuPy array the engine did not copy itself) from now on in the engine: ops check devices."""
+    if not in_use:
+        _begin_use()
     return array
 
 
 def to_device(array: Any, index: int) -> Any:
-    """A copy of ``array`` (numpy or cupy) on CUDA device ``index``; marks the backend in use."""
+    """A copy of ``array`` (numpy or cupy) on CUDA device ``index``; marks the backend in use (before the copy: the
+    first device buffer goes through the allocator hook already)."""
     cp = require_cuda()
     check_index(index)
     with cp.cuda.Device(index):
-        from engine.backend.cuda import memory as device_memory  # the pool hook, before the first device buffer
-        device_memory.install()
+        if not in_use:
+            _begin_use()
         return adopt(cp.array(array, copy=True))
 
 

@@ -12,8 +12,6 @@ from instrumentation.format.memory_categories import ACTIVATION, GRADIENT, INPUT
 from instrumentation.memory.trend import Trend, growth, trend
 
 RISE_SPAN = 8  # the last values of a window ``TrendWindow.wants_every_step`` looks at
-# A live block as the tracker keeps it: a tuple with these fields (its group: group_key(block)).
-BYTES, DEVICE, CATEGORY, OP, MODULE, STEP, SHAPE, DTYPE, STACK = range(9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,16 +118,11 @@ class TrendWindow:
         return found
 
 
-def group_key(block: tuple) -> tuple:
-    """What blocks are grouped by: (device, allocation stack, op, module, shape, dtype, category)."""
-    return (block[DEVICE], block[STACK], block[OP], block[MODULE], block[SHAPE], block[DTYPE], block[CATEGORY])
-
-
 def attribute(history: list[tuple[int, dict[tuple, tuple[int, int]]]], device: str, min_z: float) -> list[LeakGroup]:
     """Groups of ``device`` whose live bytes grow with the step over ``history`` (one (step, group → (live bytes, live
-    blocks)) per step end of the window): a Theil–Sen slope > 0 that holds in the window's last third and a monotone
-    trend (Mann–Kendall z >= ``min_z``). A bounded buffer of recent steps or this step's activations is flat at step
-    ends and is not reported. Largest bytes per step first."""
+    blocks)) per step end of the window, groups as ``boundary.live_groups`` keys them): a Theil–Sen slope > 0 that
+    holds in the window's last third and a monotone trend (Mann–Kendall z >= ``min_z``). A bounded buffer of recent
+    steps or this step's activations is flat at step ends and is not reported. Largest bytes per step first."""
     if len(history) < 3:
         return []
     steps = [step for step, _ in history]

@@ -7,7 +7,7 @@ from typing import Any, Iterable
 from engine import memory
 from instrumentation.format.memory_snapshot import (AllocatorState, HistoryEntry, MemoryBlock, MemorySnapshot,
                                                     Requested)
-from instrumentation.memory.leak import BYTES, CATEGORY, DEVICE, DTYPE, MODULE, OP, SHAPE, STACK, STEP
+from instrumentation.memory.boundary import stack_of
 
 
 def allocator_state(device: str, allocated_bytes: int | None = None, peak_bytes: int | None = None) -> AllocatorState:
@@ -31,18 +31,19 @@ def allocator_state(device: str, allocated_bytes: int | None = None, peak_bytes:
                           limit=limit, largest_free_block=largest_free, fragmentation=0.0)
 
 
-def block_records(blocks: Iterable[tuple], device: str, names: dict[int, str] | None = None,
-                  ids: Iterable[int] | None = None) -> tuple[MemoryBlock, ...]:
-    """Tracker block tuples of ``device`` as snapshot blocks, largest first. ``names`` maps buffer ids of known
-    parameters/gradients to their owner's dotted path, used as the module when the allocation had none."""
+def block_records(live: dict[int, memory.Block], device: str, names: dict[int, str] | None = None,
+                  stacks: bool = False) -> tuple[MemoryBlock, ...]:
+    """The blocks of ``device`` in ``live`` (buffer id → block) as snapshot blocks, largest first, with their stacks
+    (``stacks``: as ``boundary.stack_of``). ``names`` maps buffer ids of known parameters/gradients to their owner's
+    dotted path, used as the module when the allocation had none."""
     names = names or {}
-    pairs = zip(ids, blocks) if ids is not None else ((None, b) for b in blocks)
     records = []
-    for buffer_id, b in pairs:
-        if b[DEVICE] != device:
+    for buffer_id, b in live.items():
+        if b.device != device:
             continue
-        module = b[MODULE] or names.get(buffer_id, "")
-        records.append(MemoryBlock(b[BYTES], tuple(b[SHAPE]), b[DTYPE], b[OP], module, b[STEP], b[STACK], b[CATEGORY]))
+        module = b.module or names.get(buffer_id, "")
+        records.append(MemoryBlock(b.bytes, tuple(b.shape), b.dtype, b.op, module, b.step, stack_of(b, stacks),
+                                   b.category))
     records.sort(key=lambda r: -r.bytes)
     return tuple(records)
 
@@ -54,14 +55,13 @@ def history_records(history: Iterable[tuple], origin_ns: int, device: str) -> tu
                  for t, action, nbytes, op, step, dev in history if dev == device)
 
 
-def build_snapshot(*, device: str, reason: str, step: int, live: dict[int, tuple], history: Iterable[tuple],
+def build_snapshot(*, device: str, reason: str, step: int, live: dict[int, memory.Block], history: Iterable[tuple],
                    origin_ns: int, names: dict[int, str] | None = None, requested: Requested | None = None,
                    allocated_bytes: int | None = None, peak_bytes: int | None = None,
-                   extra: dict[str, Any] | None = None, phase: str = "") -> MemorySnapshot:
-    ids, blocks = list(live.keys()), list(live.values())
+                   extra: dict[str, Any] | None = None, phase: str = "", stacks: bool = False) -> MemorySnapshot:
     return MemorySnapshot(device=device, reason=reason, step=step, wall_time=time.time(),
                           allocator=allocator_state(device, allocated_bytes, peak_bytes),
-                          blocks=block_records(blocks, device, names, ids),
+                          blocks=block_records(live, device, names, stacks),
                           history=history_records(history, origin_ns, device), requested=requested,
                           extra=dict(extra or {}), phase=phase)
 

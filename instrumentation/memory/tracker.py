@@ -20,8 +20,7 @@ from instrumentation.format.units import format_bytes
 from instrumentation.memory.boundary import live_groups, live_table
 from instrumentation.memory.fragmentation import FragmentationWatch
 from instrumentation.memory.host import HostMemoryWatch
-from instrumentation.memory.leak import (BYTES, DEVICE, MODULE, LeakSettings, TrendWindow, attribute, likely_cause,
-                                         site_of)
+from instrumentation.memory.leak import LeakSettings, TrendWindow, attribute, likely_cause, site_of
 from instrumentation.memory.oom import oom_alert, requested_of
 from instrumentation.memory.snapshot import build_snapshot, parameter_names
 from instrumentation.memory.stacks import StackRecorder
@@ -59,7 +58,7 @@ class _Tally:
         self.device = device
         self.allocated = self.record_peak = self.written_peak = 0
         self.written_at = -float("inf")
-        self.pending_peak: tuple[int, int, dict[int, tuple], str] | None = None  # step, bytes, live, phase
+        self.pending_peak: tuple[int, int, dict[int, memory.Block], str] | None = None  # step, bytes, live, phase
         self.window = TrendWindow(leak) if leak is not None else None
         self.alerted: set[tuple] = set()
         self.tags = tuple(tag_names.memory_tag(device, stat) for stat in tag_names.MEMORY_STATS)
@@ -173,10 +172,9 @@ class MemoryTracker:
         and alert and flush; the engine raises its ``OutOfMemoryError`` after this."""
         self._process_safely()
         self._sample_safely(event.step)
-        snapshot = build_snapshot(device=event.device, reason=names.OOM, step=event.step, live=self._live_now(),
-                                  history=self._history_now(), origin_ns=self._origin_ns, names=parameter_names(self.model),
-                                  requested=requested_of(event), allocated_bytes=event.allocated_bytes,
-                                  peak_bytes=self._peak(event.device), phase=_phase_now())
+        snapshot = self._snapshot(event.device, names.OOM, event.step, self._live_now(), requested=requested_of(event),
+                                  allocated_bytes=event.allocated_bytes, peak_bytes=self._peak(event.device),
+                                  phase=_phase_now())
         path = self._write(snapshot)
         self.alerts.write(oom_alert(event, snapshot, _capture_id(path)))
         self._flush()
@@ -467,10 +465,8 @@ class MemoryTracker:
     def snapshot(self, reason: str = "manual", device: str = "cpu") -> str | None:
         """Write a snapshot of ``device`` now; its path (None if it could not be written, reported once)."""
         self._process()
-        return self._write(build_snapshot(device=device, reason=reason, step=hooks.current_step(), live=self._live_now(),
-                                          history=self._history_now(), origin_ns=self._origin_ns,
-                                          names=parameter_names(self.model), peak_bytes=self._peak(device),
-                                          phase=_phase_now()))
+        return self._write(self._snapshot(device, reason, hooks.current_step(), self._live_now(),
+                                          peak_bytes=self._peak(device), phase=_phase_now()))
 
     @property
     def kept_every(self) -> int:
@@ -485,9 +481,8 @@ class MemoryTracker:
 
     def breakdown(self, device: str = "cpu") -> MemoryBreakdown:
         by_module: dict[str, int] = {}
-        for block in self._live_now().values():
-            if block[DEVICE] == device:
-                by_module[block[MODULE]] = by_module.get(block[MODULE], 0) + block[BYTES]
+        for block in memory.live_blocks(device):
+            by_module[block.module] = by_module.get(block.module, 0) + block.bytes
         return MemoryBreakdown(device, memory.allocated_bytes(device), self._peak(device) or 0,
                                memory.live_tensors(device),
                                {k: v for k, v in memory.category_bytes(device).items() if v}, by_module)
@@ -582,8 +577,16 @@ class MemoryTracker:
         tally = self._tallies.get(device)
         return None if tally is None else max(tally.record_peak, memory.step_peak(device).bytes)
 
-    def _live_now(self) -> dict[int, tuple]:
-        return live_table(stacks=self._stacks)
+    def _live_now(self) -> dict[int, memory.Block]:
+        return live_table()
+
+    def _snapshot(self, device: str, reason: str, step: int, live: dict[int, memory.Block],
+                  **figures: Any) -> MemorySnapshot:
+        """The snapshot of ``live`` (buffer id → block) with the history ring, the model's parameter names and the
+        blocks' stacks (when this tracker records them); ``figures``: build_snapshot's other arguments."""
+        return build_snapshot(device=device, reason=reason, step=step, live=live, history=self._history_now(),
+                              origin_ns=self._origin_ns, names=parameter_names(self.model), stacks=self._stacks,
+                              **figures)
 
     def _history_now(self) -> tuple:
         """A copy of the history ring. NOTE: with the cycle collector paused, no garbage Tensor can die in the middle
@@ -607,7 +610,7 @@ class MemoryTracker:
         tally.armed = False  # the allocator moved its capture size past this peak
         pending = tally.pending_peak
         if capture.bytes > tally.written_peak and (pending is None or capture.bytes > pending[1]):
-            tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks, self._stacks),
+            tally.pending_peak = (capture.step, capture.bytes, live_table(capture.blocks),
                                   TRAINING if capture.grad_enabled else EVALUATION)
 
     def _peak_due(self, tally: _Tally) -> bool:
@@ -631,9 +634,8 @@ class MemoryTracker:
         step, allocated, live, phase = tally.pending_peak
         tally.pending_peak = None
         tally.written_peak, tally.written_at = allocated, time.monotonic()
-        self._write(build_snapshot(device=device, reason="peak", step=step, live=live, history=self._history_now(),
-                                   origin_ns=self._origin_ns, names=parameter_names(self.model), allocated_bytes=allocated,
-                                   peak_bytes=allocated, phase=phase))
+        self._write(self._snapshot(device, "peak", step, live, allocated_bytes=allocated, peak_bytes=allocated,
+                                   phase=phase))
 
     def _groups_at(self, step: int, live: tuple) -> dict[tuple, tuple[int, int]]:
         """The live groups of a step end's ``live_set()`` record, summed once per record while its step is in the
@@ -669,12 +671,11 @@ class MemoryTracker:
         evidence_groups = [g.to_evidence() for g in groups[:LEAK_GROUPS_IN_ALERT]]
         # NOTE: the live buffers at the step the leak was found (its batch may be processed steps later)
         at_step = in_window[-1][1] if in_window and in_window[-1][0] == step else None
+        # NOTE: a record's blocks keyed by their own id: a buffer freed since may have left its id to a parameter
         live = self._live_now() if at_step is None else \
-            live_table(memory.live_set_blocks(at_step, device), self._stacks)
+            {id(block): block for block in memory.live_set_blocks(at_step, device)}
         # NOTE: allocated = the live bytes at that step end (the window's last value), as the chart's point there
-        path = self._write(build_snapshot(device=device, reason=names.LEAK, step=step, live=live,
-                                          history=self._history_now(), origin_ns=self._origin_ns,
-                                          names=parameter_names(self.model), allocated_bytes=int(found.values[-1]),
+        path = self._write(self._snapshot(device, names.LEAK, step, live, allocated_bytes=int(found.values[-1]),
                                           peak_bytes=peak_bytes, extra={"groups": evidence_groups}, phase=TRAINING))
         message = f"live memory on {device} grows {format_bytes(found.slope)}/step over steps {found.steps[0]}–{found.steps[-1]}"
         subject = device

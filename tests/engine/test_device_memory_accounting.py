@@ -82,7 +82,9 @@ def test_pool_blocks_are_counted_until_their_pointer_dies(device: str) -> None:
     assert stats.allocated_bytes == before.allocated_bytes + 5120
     assert stats.live_buffers == before.live_buffers + 2
     assert memory.category_bytes(device)["temporary"] == 5120
-    assert {(block.op, block.tensors) for block in memory.live_blocks(device)} == {("", 0), ("Linear", 0)}
+    assert {block.op for block in memory.live_blocks(device)} == {"", "Linear"}
+    tensors = {key: count for key, _, on, _, count in memory.live_buffers() if on == device}
+    assert tensors == {first: 0, second: 0}
     memory.release_block(first)
     memory.release_block(first)  # twice is harmless
     assert memory.allocated_bytes(device) == before.allocated_bytes + 1024
@@ -137,3 +139,27 @@ def test_device_names_of_the_cuda_memory_api() -> None:
                        (1.5, TypeError)):
         with pytest.raises(error, match="device"):
             _device_id(bad)
+
+
+def test_the_pool_hook_is_installed_when_the_engine_first_holds_a_device_array(monkeypatch, capsys) -> None:
+    from engine.backend import cuda_backend
+
+    assert cuda_backend.in_use or device_memory._install_at_first_use in cuda_backend._first_use  # registered
+    installs: list[str] = []
+
+    def install() -> None:
+        installs.append("install")
+        raise RuntimeError("no device here")
+
+    monkeypatch.setattr(device_memory, "install", install)
+    monkeypatch.setattr(cuda_backend, "in_use", False)
+    monkeypatch.setattr(cuda_backend, "_first_use", [])
+    cuda_backend.call_at_first_use(device_memory._install_at_first_use)
+    assert installs == []
+    array = object()
+    assert cuda_backend.adopt(array) is array and cuda_backend.adopt(array) is array
+    assert installs == ["install"] and cuda_backend.in_use  # once, and a failure does not stop the engine
+    assert "device memory is counted per tensor, not through the CUDA allocator hook (RuntimeError: no device here)" \
+        in capsys.readouterr().err
+    cuda_backend.call_at_first_use(lambda: installs.append("late"))  # registered after the first use: called at once
+    assert installs == ["install", "late"]

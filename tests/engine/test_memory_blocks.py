@@ -27,7 +27,10 @@ def test_live_blocks_carry_register_time_metadata() -> None:
     y = x * 2.0
     blocks = {b.buffer_id: b for b in memory.live_blocks("cpu")}
     bx = blocks[x._mem_key]
-    assert (bx.bytes, bx.shape, bx.dtype, bx.category, bx.step, bx.device, bx.tensors) == (60, (5, 3), "float32", "input", 7, "cpu", 1)
+    assert (bx.bytes, bx.shape, bx.dtype, bx.category, bx.step, bx.device) == (60, (5, 3), "float32", "input", 7, "cpu")
+    view = x.reshape(15)  # a view: one more tensor reference to x's buffer, no new block
+    assert {key: tensors for key, *_, tensors in memory.live_buffers()}[x._mem_key] == 2
+    assert view._mem_key == x._mem_key and [b for b in memory.live_blocks("cpu") if b.buffer_id == x._mem_key] == [bx]
     by = blocks[y._mem_key]
     assert (by.bytes, by.shape, by.category, by.phase) == (60, (5, 3), "activation", "forward") and by.op
     with pytest.raises(AttributeError):

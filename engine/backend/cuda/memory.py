@@ -5,15 +5,19 @@ non-growing pool, device out-of-memory errors) is plain functions on plain numbe
 is the CuPy glue (``tests/gpu/test_memory_gpu.py``). Every buffer CuPy asks for goes through ``DevicePool.malloc``:
 the engine's limit is checked first (``engine.memory.check_device_room``), the pool is asked, a device refusal
 becomes ``engine.OutOfMemoryError``, and the block is registered with ``engine.memory.register_block``; the pointer
-handed to CuPy owns a small object whose death (the array's memory freed) calls ``release_block``.
+handed to CuPy owns a small object whose death (the array's memory freed) calls ``release_block``. The hook is
+installed when the engine first puts an array on a CUDA device (``cuda_backend.call_at_first_use``, registered when
+this module is imported: ``engine.cuda`` imports it), so the engine's device buffers go through it from the first.
 """
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from engine import memory
+from engine.backend import cuda_backend
 
 ALLOCATION_UNIT_BYTES = 512  # CuPy's pool rounds every request up to this (cudaMalloc's alignment)
 CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation
@@ -160,8 +164,7 @@ def pool_of(device_id: int) -> DevicePool:
     pool = _pools.get(device_id)
     if pool is not None:
         return pool
-    from engine.backend.cuda_backend import require_cupy
-    cupy = require_cupy()
+    cupy = cuda_backend.require_cupy()
     with _lock:
         pool = _pools.get(device_id)
         if pool is None:
@@ -173,8 +176,20 @@ def pool_of(device_id: int) -> DevicePool:
 
 def install() -> None:
     """Route every CuPy allocation of the current device through the engine (idempotent)."""
-    from engine.backend.cuda_backend import require_cupy
-    pool_of(require_cupy().cuda.runtime.getDevice())
+    pool_of(cuda_backend.require_cupy().cuda.runtime.getDevice())
+
+
+def _install_at_first_use() -> None:
+    """``install``; a failure is reported on stderr and device buffers are then counted per tensor, as host buffers
+    are."""
+    try:
+        install()
+    except Exception as error:  # noqa: BLE001 - accounting goes on without the pool
+        print(f"flowscope.engine: device memory is counted per tensor, not through the CUDA allocator hook "
+              f"({type(error).__name__}: {error})", file=sys.stderr)
+
+
+cuda_backend.call_at_first_use(_install_at_first_use)
 
 
 def _malloc(nbytes: int) -> Any:
@@ -185,5 +200,4 @@ def _malloc(nbytes: int) -> Any:
 
 
 def _pools_device() -> int:
-    from engine.backend.cuda_backend import cupy
-    return cupy.cuda.runtime.getDevice()
+    return cuda_backend.cupy.cuda.runtime.getDevice()

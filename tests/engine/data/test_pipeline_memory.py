@@ -33,7 +33,7 @@ def input_bytes() -> int:
     return memory.category_bytes("cpu").get("input", 0)
 
 
-def stage_blocks(name: str) -> list[memory.LiveBlock]:
+def stage_blocks(name: str) -> list[memory.Block]:
     return [b for b in memory.live_blocks("cpu") if stage_of(b.op) == name]
 
 
