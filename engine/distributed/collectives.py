@@ -17,14 +17,13 @@ from engine.tensor import Tensor
 OPS = ("sum", "mean", "max", "min")
 _MAX_DIMS = 32
 _now = time.perf_counter_ns
-_new_event = tuple.__new__
 
 
 def report(name: str, bucket: int, nbytes: int, start_ns: int, end_ns: int) -> None:
     """Emit one ``CommEvent`` to the ``communication`` recorders (the training thread's step)."""
     if _hooks.communication:
         _hooks.emit(_hooks.communication,
-                    _new_event(_hooks.CommEvent, (name, bucket, nbytes, start_ns, end_ns, _hooks.current_step())))
+                    _hooks.CommEvent(name, bucket, nbytes, start_ns, end_ns, _hooks.current_step()))
 
 
 def _array_of(x: Any, fn: str) -> Any:

@@ -33,7 +33,6 @@ _now = time.perf_counter_ns
 class GradientSyncError(_hooks.PropagatingError, RuntimeError):
     """The gradients could not be averaged over the ranks: training must stop (it passes through ``engine.hooks``,
     where DDP waits as a ``before_update`` recorder)."""
-_new_event = tuple.__new__
 
 
 def _communicate(comm: Any, mpi: Any, work: queue.SimpleQueue) -> None:
@@ -211,8 +210,8 @@ class Reducer:
         for bucket in self.buckets:
             report("allreduce", bucket.index, bucket.nbytes, bucket.start_ns, bucket.end_ns)
         if _hooks.comm_wait:
-            _hooks.emit(_hooks.comm_wait, _new_event(_hooks.CommWaitEvent, (
-                _hooks.current_step(), start_ns, wait_ns, sum(b.nbytes for b in self.buckets), len(self.buckets))))
+            _hooks.emit(_hooks.comm_wait, _hooks.CommWaitEvent(
+                _hooks.current_step(), start_ns, wait_ns, sum(b.nbytes for b in self.buckets), len(self.buckets)))
 
     def _reset(self) -> None:
         for bucket in self.buckets:

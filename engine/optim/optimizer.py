@@ -20,7 +20,6 @@ class _Required:
 required = _Required()  # a default that a param group must set itself (SGD's lr)
 
 _now = time.perf_counter_ns
-_new_event = tuple.__new__  # NOTE: a NamedTuple built as tuple.__new__(cls, values) skips its Python-level __new__
 
 
 class Optimizer:
@@ -140,11 +139,11 @@ class Optimizer:
         recorders: the one observed path of the step (the end is not reported when the update raised)."""
         previous = _hooks.set_phase("optimizer")
         try:
-            _hooks.emit(_hooks.optimizer_step_begin, _new_event(_hooks.OptimizerEvent, (self, _hooks._step, _now())))
+            _hooks.emit(_hooks.optimizer_step_begin, _hooks.OptimizerEvent(self, _hooks._step, _now()))
             self._update_groups()
         finally:
             _hooks.set_phase(previous)
-        _hooks.emit(_hooks.optimizer_step_end, _new_event(_hooks.OptimizerEvent, (self, _hooks._step, _now())))
+        _hooks.emit(_hooks.optimizer_step_end, _hooks.OptimizerEvent(self, _hooks._step, _now()))
 
     def _update_groups(self) -> None:
         for group in self.param_groups:
