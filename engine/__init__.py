@@ -28,7 +28,7 @@ _debug.sync()  # FLOWSCOPE_DEBUG: the output check is a recorder like any other
 
 __version__ = "0.1.0"
 
-__all__ = ["Device", "Function", "History", "NonFiniteError", "OutOfMemoryError", "StopTraining", "Tensor", "TracingError",
-           "__version__", "concat", "config", "cuda", "data", "datasets", "device", "distributed", "enable_grad", "fit",
-           "function", "grad", "hooks", "is_grad_enabled", "load", "manual_seed", "memory", "memory_recording", "nn",
-           "no_grad", "op_log", "optim", "save", "stack", "tensor", "where"]
+__all__ = ["Device", "Function", "History", "NonFiniteError", "OutOfMemoryError", "StopTraining", "Tensor",
+           "TracingError", "__version__", "concat", "config", "cuda", "data", "datasets", "device", "distributed",
+           "enable_grad", "fit", "function", "grad", "hooks", "is_grad_enabled", "load", "manual_seed", "memory",
+           "memory_recording", "nn", "no_grad", "op_log", "optim", "save", "stack", "tensor", "where"]

@@ -1,10 +1,11 @@
 """The engine's one way out of its hot paths — a list of recorders — and where the training thread is.
 
 A recorder is any object with a subset of the methods in ``RECORDER_METHODS`` (``engine.recorders.Recorder``
-documents each, and the event types; a subclass of it is called only for the methods it overrides); ``add_recorder`` puts it in the one list ``recorders``
-and ``remove_recorder`` takes it out. For speed the engine reads, per method, a tuple of the bound methods of the
-recorders that have it (``hooks.op``, ``hooks.step_end`` …, rebuilt from ``recorders`` on every change), so with no
-recorder a hook point costs one attribute load and a truth test (per op: the one flag ``call_hooks_due``).
+documents each, and the event types; a subclass of it is called only for the methods it overrides);
+``add_recorder`` puts it in the one list ``recorders`` and ``remove_recorder`` takes it out. For speed the engine
+reads, per method, a tuple of the bound methods of the recorders that have it (``hooks.op``, ``hooks.step_end`` …,
+rebuilt from ``recorders`` on every change), so with no recorder a hook point costs one attribute load and a truth
+test (per op: the one flag ``call_hooks_due``).
 Recorders are called in the order of their ``recorder_order`` (default 0; the engine's own readings, the op log and
 the allocator's step logs, use -1 so they read before others work; ``engine.function``'s tracer -2), then of
 addition.

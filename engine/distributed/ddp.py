@@ -24,8 +24,8 @@ class DistributedDataParallel:
     forward; give the optimizer ``ddp.parameters()`` (the wrapped model's own parameters). During backward each
     bucket of at most ``bucket_cap_mb`` MiB of gradients is AllReduced on a communication thread as soon as all its
     gradients are final; ``optimizer.step()`` waits for all of them and finds ``.grad`` averaged over the ranks
-    before it updates anything. ``broadcast_buffers``: rank 0's buffers (BatchNorm statistics) are broadcast before every
-    forward. Unlike PyTorch the wrapper is not a Module of its own: ``named_parameters()`` and ``state_dict()``
+    before it updates anything. ``broadcast_buffers``: rank 0's buffers (BatchNorm statistics) are broadcast before
+    every forward. Unlike PyTorch the wrapper is not a Module of its own: ``named_parameters()`` and ``state_dict()``
     are the wrapped model's (no "module." prefix), so a checkpoint loads into the bare model.
     Without ``engine.distributed.init()`` (or with one rank) the wrapper only forwards.
     """

@@ -107,14 +107,15 @@ def to_dict(graph: Graph, stage: str) -> dict[str, Any]:
         if n.kind == "module":  # a module boundary (replay calls its forward hooks there), not an op
             continue
         entry: dict[str, Any] = {"id": n.id, "op": n.op, "inputs": [base(v) for v in n.inputs],
-                                 "shape": list(n.shapes[0]) if n.shapes else [], "dtype": (n.dtypes[0] if n.dtypes else "") or "none",
+                                 "shape": list(n.shapes[0]) if n.shapes else [],
+                                 "dtype": (n.dtypes[0] if n.dtypes else "") or "none",
                                  "module": n.module, "phase": n.phase, "bytes": n.nbytes}
         if n.fused_ops:
             entry["fused_from"] = list(n.fused_ops)
             entry["fused_nodes"] = list(n.fused_from)
         nodes.append(entry)
-    inputs = [{"id": v, "shape": list(graph.input_meta.get(v, ((), ""))[0]), "dtype": graph.input_meta.get(v, ((), "?"))[1]}
-              for v in graph.inputs]
+    inputs = [{"id": v, "shape": list(graph.input_meta.get(v, ((), ""))[0]),
+               "dtype": graph.input_meta.get(v, ((), "?"))[1]} for v in graph.inputs]
     inputs += [{"id": v, "shape": list(t.shape), "dtype": str(t.dtype)} for v, t in sorted(graph.captured.items())]
     inputs += [{"id": v, "shape": list(getattr(a, "shape", ())), "dtype": str(getattr(a, "dtype", "?"))}
                for v, a in sorted(graph.constants.items())]

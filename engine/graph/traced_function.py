@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
 import warnings
 from typing import Any, Callable, Iterable
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from engine.graph import replay as _replay
 from engine.graph import trace as _trace
-from engine.graph.ir import Graph, to_dict
+from engine.graph.ir import Graph
 from engine.graph.passes import DEFAULT_PASSES, optimise
 from engine.tensor import Tensor
 
@@ -44,7 +43,8 @@ class TracedFunction:
         self._signature = inspect.signature(fn)
         self._cache: dict[Any, _Entry] = {}
         self._seen: list[dict[str, Any]] = []
-        positional = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in self._signature.parameters.values())
+        positional = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                         for p in self._signature.parameters.values())
         self._fast = tuple(self._signature.parameters) if positional else None
         self._fast_keys: dict[Any, _Entry] = {}  # the signature of a positional call, found quickly -> its entry
         self.trace_ms: list[float] = []
@@ -76,10 +76,11 @@ class TracedFunction:
                 tensors.append(value)
                 names.append(name)
                 described.append(f"{name}: {value.dtype}{list(value.shape)} {value.device}")
-            elif isinstance(value, np.ndarray) or (hasattr(value, "__cuda_array_interface__") and hasattr(value, "shape")):
+            elif isinstance(value, np.ndarray) or (hasattr(value, "__cuda_array_interface__")
+                                                   and hasattr(value, "shape")):
                 raise TypeError(f"engine.function '{getattr(self.fn, '__qualname__', '?')}': argument '{name}' is an "
-                                f"array ({type(value).__name__} of shape {value.shape}); pass engine.tensor(...) so that "
-                                "it is a graph input (an array would be a constant of the graph)")
+                                f"array ({type(value).__name__} of shape {value.shape}); pass engine.tensor(...) so "
+                                "that it is a graph input (an array would be a constant of the graph)")
             else:
                 try:
                     hash(value)

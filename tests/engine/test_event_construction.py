@@ -29,7 +29,8 @@ def test_backward_events_are_full_op_events_with_or_without_op_start():
         assert [e.op for e in backward] == ["CrossEntropyBackward", "ReLUBackward", "LinearBackward"]
         for event in backward:
             assert type(event) is hooks.OpEvent and len(event) == len(hooks.OpEvent._fields)
-            assert event.input_shapes == (event.inputs[0].shape,) and event.input_dtypes == (str(event.inputs[0].dtype),)
+            assert event.input_shapes == (event.inputs[0].shape,)
+            assert event.input_dtypes == (str(event.inputs[0].dtype),)
             assert event.output_bytes == sum(o.nbytes for o in event.outputs) > 0
     starts = [e for e in both.starts if e.phase == "backward"]
     assert [e.op for e in starts] == ["CrossEntropyBackward", "ReLUBackward", "LinearBackward"]

@@ -1,4 +1,5 @@
-"""Function's observed path: an op_end-only observer gets the same one event per op as one that also watches op_start."""
+"""Function's observed path: an op_end-only observer gets the same one event per op as one that also watches
+op_start."""
 from __future__ import annotations
 
 import dataclasses

@@ -58,6 +58,7 @@ def test_fused_nodes_name_their_ops(tmp_path):
     graph = json.loads(next((tmp_path / "plugins" / "graph").glob("*.optimised.json")).read_text())
     check_format(graph)
     fused = [n for n in graph["nodes"] if "fused_from" in n]
-    assert [n["op"] for n in fused] == ["Fused[Add+Neg+Mul+Sub]"] and fused[0]["fused_from"] == ["Add", "Neg", "Mul", "Sub"]
+    assert [n["op"] for n in fused] == ["Fused[Add+Neg+Mul+Sub]"]
+    assert fused[0]["fused_from"] == ["Add", "Neg", "Mul", "Sub"]
     fusion = [p for p in graph["passes"] if p["name"] == "elementwise_fusion"][0]
     assert fusion["merged"][0]["into"] == fused[0]["id"] and len(fusion["merged"][0]["from"]) == 4

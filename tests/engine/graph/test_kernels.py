@@ -47,7 +47,8 @@ def eager_and_traced(batches, **loss_args):
     return results, eager_model, traced_model, traced
 
 
-@pytest.mark.parametrize("loss_args", [{}, {"reduction": "sum"}, {"weight": np.linspace(0.5, 2, CLASSES, dtype=np.float32)},
+@pytest.mark.parametrize("loss_args", [{}, {"reduction": "sum"},
+                                       {"weight": np.linspace(0.5, 2, CLASSES, dtype=np.float32)},
                                        {"label_smoothing": 0.1}, {"ignore_index": 2}])
 def test_traced_cross_entropy_gives_the_eager_bits(loss_args):
     if "weight" in loss_args:

@@ -33,7 +33,8 @@ def categories_after(traced: bool, steps: int = 4) -> dict[str, int]:
     del x, y
     gc.collect()
     after = memory.category_bytes()
-    return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before) if after.get(k, 0) != before.get(k, 0)}
+    return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before)
+            if after.get(k, 0) != before.get(k, 0)}
 
 
 def test_buffers_between_steps_match_eager_by_category():

@@ -48,7 +48,8 @@ def recorder():
 
 def test_named_parameters_use_dotted_paths():
     net = Net()
-    assert [n for n, _ in net.named_parameters()] == ["encoder.fc1.weight", "encoder.fc1.bias", "fc1.weight", "fc1.bias"]
+    assert [n for n, _ in net.named_parameters()] == ["encoder.fc1.weight", "encoder.fc1.bias", "fc1.weight",
+                                                      "fc1.bias"]
     seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Sequential(nn.Linear(2, 1, bias=False)))
     assert [n for n, _ in seq.named_parameters()] == ["0.weight", "0.bias", "2.0.weight"]
     assert [n for n, _ in seq.named_modules()] == ["", "0", "1", "2", "2.0"]
