@@ -34,9 +34,10 @@ from engine.recorders import (RECORDER_METHODS, CommEvent, CommWaitEvent, DataWa
 __all__ = ["RECORDER_METHODS", "HOOK_POINTS", "CommEvent", "CommWaitEvent", "DataWaitEvent", "MemoryEvent",
            "ModuleEvent", "OomEvent", "OpEvent", "OptimizerEvent", "PropagatingError", "Recorder", "StepEvent",
            "add_recorder", "remove_recorder", "subscribe", "unsubscribe", "observers", "emit", "record_op_begin",
-           "record_op", "report_failure", "enter_site_scope", "exit_site_scope", "dtype_name", "op_event",
-           "current_step", "step_of_record", "step_is_open", "current_module", "current_phase", "set_phase",
-           "mark_step_begin", "mark_step_end", "cancel_step_begin", "report_data_wait", "reset_step"]
+           "record_op", "record_module_begin", "record_module_end", "report_failure", "enter_site_scope",
+           "exit_site_scope", "dtype_name", "op_event", "current_step", "step_of_record", "step_is_open",
+           "current_module", "current_phase", "set_phase", "mark_step_begin", "mark_step_end", "cancel_step_begin",
+           "report_data_wait", "reset_step"]
 
 # What a user's observer may implement (``subscribe``).
 HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "oom", "step_begin", "step_end", "data_wait", "module_begin",
@@ -278,6 +279,18 @@ def record_op(name: str, module: str, inputs: Any, outputs: tuple, start_ns: int
             if out is not None:
                 nbytes += getattr(out, "nbytes", 0)
         emit(op, name, module, inputs, outputs, nbytes, start_ns)
+
+
+def record_module_begin(path: str, module_type: str) -> None:
+    """``module_begin`` recorders, for a module call (``Module.__call__``) or its replayed node: the one caller."""
+    if module_begin:
+        emit(module_begin, ModuleEvent(path, module_type, _step, _now()))
+
+
+def record_module_end(path: str, module_type: str) -> None:
+    """``module_end`` recorders, for a module call or its replayed node: the one caller."""
+    if module_end:
+        emit(module_end, ModuleEvent(path, module_type, _step, _now()))
 
 
 def _emit_outside_site_scope(methods: tuple, args: tuple) -> None:

@@ -290,8 +290,7 @@ def _module_run(module: Any, tensor_args: list[str | None], args: tuple, has_out
     args = tuple(None if isinstance(a, Tensor) else a for a in args)  # the trace's tensors are not kept
 
     def run(*arrays: Any) -> None:
-        if _hooks.module_end:
-            _hooks.emit(_hooks.module_end, _hooks.ModuleEvent(module._path, kind, _hooks._step, time.perf_counter_ns()))
+        _hooks.record_module_end(module._path, kind)
         if module._forward_hooks:
             values = iter(arrays)
             call_args = tuple(Tensor._wrap_array(next(values), "activation", "graph") if vid is not None else a
@@ -303,8 +302,7 @@ def _module_run(module: Any, tensor_args: list[str | None], args: tuple, has_out
 
 def _module_begin_run(path: str, kind: str) -> Any:
     def run() -> None:
-        if _hooks.module_begin:
-            _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(path, kind, _hooks._step, time.perf_counter_ns()))
+        _hooks.record_module_begin(path, kind)
     return run
 
 

@@ -1,7 +1,6 @@
 """Module: the base of layers — registers parameters, buffers and submodules, and marks its path for hooks."""
 from __future__ import annotations
 
-import time
 import weakref
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -17,7 +16,6 @@ _structure_version = 0
 _paths_root: Any = None  # weak reference to the root module that assigned the current paths
 _paths_version = -1
 _hooks_version = 0  # bumped whenever a forward hook is added or removed: engine-only answers are recomputed
-_now = time.perf_counter_ns
 
 
 class IncompatibleKeys(NamedTuple):
@@ -93,14 +91,12 @@ class Module:
         previous = _hooks.enter_site_scope() if scoped else None
         kind = type(self).__name__
         try:
-            if _hooks.module_begin:
-                _hooks.emit(_hooks.module_begin, _hooks.ModuleEvent(self._path, kind, _hooks._step, _now()))
+            _hooks.record_module_begin(self._path, kind)
             try:
                 out = self.forward(*args, **kwargs)
             finally:
                 _hooks.module_stack.pop()
-                if _hooks.module_end:
-                    _hooks.emit(_hooks.module_end, _hooks.ModuleEvent(self._path, kind, _hooks._step, _now()))
+                _hooks.record_module_end(self._path, kind)
         finally:
             if scoped:
                 _hooks.exit_site_scope(previous)
