@@ -43,15 +43,16 @@ STEP_TAGS = [f"{kind}/layer{i}.weight" for kind in ("grad_norm", "update_ratio")
 
 
 def step_scalars_us_per_step(name: str, make_writer: Callable[..., object], log_dir: str, steps: int) -> tuple[float, float]:
-    """One training step's metrics (len(STEP_TAGS) scalars): flowscope's add_scalar_dict (one call per step), the
-    peers' add_scalar per value. (µs per step on the calling thread, µs per step including the final flush.)"""
+    """One training step's metrics (len(STEP_TAGS) scalars): flowscope's add_scalar_rows (one row, one call per
+    step), the peers' add_scalar per value. (µs per step on the calling thread, µs per step including the final
+    flush.)"""
     writer = make_writer(log_dir)
     values = np.random.default_rng(0).normal(size=(steps, len(STEP_TAGS))).tolist()
     start = time.perf_counter()
     if name == "flowscope":
-        add_dict = writer.add_scalar_dict
+        add_rows, tags = writer.add_scalar_rows, tuple(STEP_TAGS)
         for step in range(steps):
-            add_dict(dict(zip(STEP_TAGS, values[step])), step)
+            add_rows(tags, (values[step],), (step,))
     else:
         add_scalar = writer.add_scalar
         for step in range(steps):

@@ -23,30 +23,6 @@ def session_start_event(wall_time: float, step: int) -> bytes:
     return Event(wall_time=wall_time, step=step, session_log=SessionLog(status=SessionLog.START)).SerializeToString()
 
 
-class ScalarEventBuilder:
-    """Serializes scalar events by refilling one Event message per tag (a third of building it each time)."""
-
-    def __init__(self) -> None:
-        self._templates: dict[str, tuple[Any, Any]] = {}
-
-    def _template(self, tag: str) -> tuple[Any, Any]:
-        event = Event(summary=Summary(value=[Summary.Value(tag=tag, simple_value=0.0)]))
-        template = self._templates[tag] = (event, event.summary.value[0])
-        return template
-
-    def __call__(self, tag: str, value: float, step: int, wall_time: float) -> bytes:
-        event, summary_value = self._templates.get(tag) or self._template(tag)
-        event.wall_time = wall_time
-        event.step = step
-        summary_value.simple_value = value
-        return event.SerializeToString()
-
-    def many(self, tags: list[str], values: list[float], step: int, wall_time: float) -> bytes:
-        """One serialized Event holding a ``simple_value`` per (tag, value), in order (a TF1 merged summary)."""
-        return Event(wall_time=wall_time, step=step, summary=Summary(
-            value=[Summary.Value(tag=tag, simple_value=value) for tag, value in zip(tags, values)])).SerializeToString()
-
-
 def value_event(summary_value: Any, step: int, wall_time: float) -> bytes:
     """One Event holding one Summary.Value."""
     return Event(wall_time=wall_time, step=step, summary=Summary(value=[summary_value])).SerializeToString()

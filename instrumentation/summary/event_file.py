@@ -1,4 +1,18 @@
-"""The async layer: one background thread builds, frames and appends queued events to a run's event files."""
+"""The async layer: one background thread encodes, frames and appends queued events to a run's event files.
+
+Queue items are tuples whose first element, an ``Item``, says what they hold (the calling thread builds them, the
+writer thread reads them):
+
+- ``(SCALAR, run_dir, tag, value, step, wall_time)``: one scalar Event (``scalar_records.scalar``);
+- ``(ROWS, run_dir, tags, rows, steps, walls)``: a scalar Event per row, one ``simple_value`` per tag
+  (``RunBatch.add_rows``);
+- ``(BUILD, run_dir, build, args)``: ``build(*args)`` returns one serialized Event, or a list of them (histograms,
+  images: built here, off the calling thread);
+- ``(OPEN, run_dir)``: creates the run's file if it has none; ``(FLUSH, None, done)``: sets ``done`` once what came
+  before is written.
+
+``run_dir`` None is the writer's own run.
+"""
 from __future__ import annotations
 
 import atexit
@@ -8,17 +22,30 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 from instrumentation.format.metadata import event_file_name
 from instrumentation.format.records import frame_records
 from instrumentation.summary.builders import file_version_event
-from instrumentation.summary.scalar_records import ScalarRecordEncoder
+from instrumentation.summary.run_batch import RunBatch
+from instrumentation.summary.scalar_records import scalar
 
 logger = logging.getLogger("instrumentation.summary")
 
-Build = Callable[..., bytes]
+
+class Item(Enum):
+    """What a queue item holds (see the module docstring for each one's fields)."""
+
+    SCALAR = "scalar"
+    ROWS = "rows"
+    BUILD = "build"
+    OPEN = "open"
+    FLUSH = "flush"
+
+
+SCALAR, ROWS, BUILD, OPEN, FLUSH = Item.SCALAR, Item.ROWS, Item.BUILD, Item.OPEN, Item.FLUSH
+
 _LIVE_WRITERS: weakref.WeakSet[AsyncEventWriter] = weakref.WeakSet()
 _file_sequence = iter(range(1 << 62))  # the <n> of event file names, unique in this process
 
@@ -74,10 +101,9 @@ def _unlink_quietly(path: str) -> None:
 
 
 class AsyncEventWriter:
-    """Queues (run_dir, build, args) items on the calling thread; a daemon thread turns them into records
-    (`build` returns one serialized event, b"" for none, or a list of them).
+    """Queues items (see the module docstring) on the calling thread; a daemon thread turns them into records.
 
-    `enqueue` costs one deque append. The thread writes whatever is queued every `flush_secs`, as soon as
+    Queuing costs one deque append. The thread writes whatever is queued every `flush_secs`, as soon as
     `max_queue` items wait, and on `flush()`/`close()`/interpreter exit; written bytes reach the OS at once,
     so a process killed after `flush()` returns leaves every flushed event readable. I/O errors (a full disk) are
     never raised: the events of a failed write are dropped and counted in `dropped_events`, the file is cut back to
@@ -98,7 +124,7 @@ class AsyncEventWriter:
         self.written_events = 0
         self._reported: set[tuple[str, str]] = set()
         self._failing: dict[str, int] = {}  # run dir -> dropped_events when its writes started failing
-        self.queue: deque[tuple[str | None, Build | None, tuple[Any, ...]]] = deque()
+        self.queue: deque[tuple[Any, ...]] = deque()  # items, each a tuple starting with its Item
         self._start()
         _LIVE_WRITERS.add(self)
 
@@ -107,16 +133,15 @@ class AsyncEventWriter:
         self._wakeup = threading.Event()
         self._drained = threading.Condition()
         self._files: dict[str, _EventFile] = {}
-        self._scalar_encoders: dict[str | None, ScalarRecordEncoder] = {}
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="flowscope-summary-writer", daemon=True)
         self._thread.start()
 
     # ---- calling thread -------------------------------------------------------------------------------------
-    def enqueue(self, run_dir: str | None, build: Build, *args: Any) -> None:
-        """Queues `build(*args)` (it returns the serialized event) for the file of `run_dir` (None: the main run)."""
+    def put(self, item: tuple[Any, ...]) -> None:
+        """Queues one item (a tuple starting with its ``Item``, see the module docstring)."""
         queue = self.queue
-        queue.append((run_dir, build, args))
+        queue.append(item)
         if len(queue) >= self.max_queue:
             self.on_full()
 
@@ -132,7 +157,7 @@ class AsyncEventWriter:
 
     def open_run(self, run_dir: str | None = None) -> None:
         """Creates the event file of a run now (it is otherwise created with the run's first event)."""
-        self.enqueue(run_dir, _no_event)
+        self.put((OPEN, run_dir))
         self.flush()
 
     def flush(self) -> None:
@@ -140,7 +165,7 @@ class AsyncEventWriter:
         if self._closed or not self._thread.is_alive():
             return
         done = threading.Event()
-        self.queue.append((None, None, (done,)))
+        self.queue.append((FLUSH, None, done))
         self._wakeup.set()
         while not done.wait(0.5) and self._thread.is_alive():
             pass
@@ -175,60 +200,57 @@ class AsyncEventWriter:
                 return
 
     def _drain(self) -> None:
-        batches: dict[str | None, _Pending] = {}
+        batches: dict[str | None, RunBatch] = {}
         queue = self.queue
         while queue:
-            run_dir, build, args = queue.popleft()
-            if build is None:  # a flush marker: write what came before it, then release the caller
+            item = queue.popleft()
+            kind = item[0]
+            if kind is FLUSH:  # write what came before it, then release the caller
                 self._write(batches)
                 batches = {}
-                args[0].set()
+                item[2].set()
                 continue
-            batch = batches.get(run_dir)
+            batch = batches.get(item[1])
             if batch is None:
-                batch = batches[run_dir] = _Pending(self._scalars(run_dir))
-            if build is scalar_events:  # one step of SummaryWriter.add_scalar_dict
-                batch.scalars.add_many(*args)
-                continue
-            if build is scalar_rows:  # SummaryWriter.add_scalar_rows
-                batch.scalars.add_rows(*args)
-                continue
-            if build is scalar_column:  # SummaryWriter.add_scalar_column
-                batch.scalars.add_column(*args)
-                continue
-            if build is scalar_event:
-                batch.scalars.add(*args)
-                continue
+                batch = batches[item[1]] = RunBatch()
             try:
-                record = build(*args)
-            except Exception as error:  # a bug in a builder must not stop the writer
+                if kind is SCALAR:
+                    batch.bodies.append(scalar(item[2], item[3], item[4], item[5]))
+                elif kind is ROWS:
+                    self._add_rows(batch, item[2], item[3], item[4], item[5])
+                elif kind is BUILD:
+                    record = item[2](*item[3])
+                    if record.__class__ is list:  # a builder of several events
+                        batch.bodies.extend(record)
+                    elif record:
+                        batch.bodies.append(record)
+                elif kind is not OPEN:
+                    raise ValueError(f"unknown queue item {kind!r}")
+            except Exception as error:  # a bug in an encoder or builder must not stop the writer
                 self._report(self.run_dir, f"building an event failed: {error!r}")
-                self.dropped_events += 1
-                continue
-            if record.__class__ is list:  # a builder of several events
-                batch.add_records(record)
-            elif record:
-                batch.add_records([record])
+                self.dropped_events += kind is not ROWS
         self._write(batches)
         with self._drained:
             self._drained.notify_all()
 
-    def _scalars(self, run_dir: str | None) -> ScalarRecordEncoder:
-        """The run's scalar encoder (it keeps each tag's record layout across batches)."""
-        encoder = self._scalar_encoders.get(run_dir)
-        if encoder is None:
-            encoder = self._scalar_encoders[run_dir] = ScalarRecordEncoder()
-        return encoder
+    def _add_rows(self, batch: RunBatch, tags: tuple[str, ...], rows: Any, steps: list[int],
+                  walls: list[float]) -> None:
+        """``batch.add_rows``; on failure the events it did not add are counted as dropped."""
+        waiting = len(batch)
+        try:
+            batch.add_rows(tags, rows, steps, walls)
+        except Exception:
+            self.dropped_events += len(steps) - (len(batch) - waiting)
+            raise
 
-    def _write(self, batches: dict[str | None, _Pending]) -> None:
+    def _write(self, batches: dict[str | None, RunBatch]) -> None:
         for run_dir, batch in batches.items():
             path = self.run_dir if run_dir is None else run_dir
             try:
                 payload, events = batch.framed()
             except Exception as error:  # a bug in the encoder must not stop the writer
                 self._report(path, f"encoding events failed: {error!r}")
-                self.dropped_events += batch.events + len(batch.records) + len(batch.scalars)
-                batch.scalars.discard()
+                self.dropped_events += len(batch)
                 continue
             event_file = self._files.get(path)
             try:
@@ -271,67 +293,6 @@ class AsyncEventWriter:
         for event_file in self._files.values():
             event_file.close_quietly()  # the child's copy of the descriptor only
         self._start()
-
-
-def _no_event() -> bytes:
-    return b""
-
-
-def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
-    """Queue marker of one scalar event (``enqueue(run_dir, scalar_event, tag, value, step, wall_time)``): the
-    writer thread encodes queued scalars together (``ScalarRecordEncoder``); called directly, it builds one."""
-    return ScalarRecordEncoder.one(tag, value, step, wall_time)
-
-
-def scalar_events(tags: list[str], values: list[float], step: int, wall_time: float) -> bytes:
-    """Queue marker of one step's scalars (aligned ``tags`` and ``values``: one Event holding them all), like
-    ``scalar_event``."""
-    return ScalarRecordEncoder.many(tags, values, step, wall_time)
-
-
-def scalar_rows(tags: tuple[str, ...], rows: list[list[float]], steps: list[int], walls: list[float]) -> list[bytes]:
-    """Queue marker of several steps' scalars (one event per row), like ``scalar_events``."""
-    return [ScalarRecordEncoder.many(list(tags), row, step, wall) for row, step, wall in zip(rows, steps, walls)]
-
-
-def scalar_column(tag: str, values: list[float], steps: list[int], walls: list[float]) -> list[bytes]:
-    """Queue marker of one tag's values at several steps (one event per value), like ``scalar_event``."""
-    return [ScalarRecordEncoder.one(tag, value, step, wall) for value, step, wall in zip(values, steps, walls)]
-
-
-class _Pending:
-    """One run's framed bytes waiting for the next write, in queue order: records built one by one and the
-    scalars collected in the run's encoder in between."""
-
-    __slots__ = ("parts", "records", "scalars", "events")
-
-    def __init__(self, scalars: ScalarRecordEncoder) -> None:
-        self.parts: list[bytes] = []
-        self.records: list[bytes] = []
-        self.scalars = scalars
-        self.events = 0
-
-    def add_records(self, records: list[bytes]) -> None:
-        if len(self.scalars):
-            self._take_scalars()
-        self.records.extend(records)
-
-    def _take_scalars(self) -> None:
-        if self.records:
-            self.parts.append(frame_records(self.records))
-            self.events += len(self.records)
-            self.records = []
-        self.events += len(self.scalars)
-        self.parts.append(self.scalars.take())
-
-    def framed(self) -> tuple[bytes, int]:
-        """Everything pending as framed bytes and the number of events in them."""
-        if len(self.scalars):
-            self._take_scalars()
-        if self.records:
-            self.parts.append(frame_records(self.records))
-            self.events += len(self.records)
-        return b"".join(self.parts), self.events
 
 
 def _close_all_at_exit() -> None:

@@ -5,6 +5,8 @@ from typing import Any
 
 import numpy as np
 
+from instrumentation.summary.wire import INT64_MAX, INT64_MIN
+
 _NUMERIC_KINDS = "biuf"
 
 
@@ -66,12 +68,16 @@ def histogram_values(tag: str, values: Any) -> np.ndarray:
 
 
 def to_step(global_step: Any) -> int:
+    """An int within int64 (an Event's step, as protobuf requires); None: 0."""
     if global_step is None:
         return 0
-    if global_step.__class__ is int:
-        return global_step
-    try:
-        return int(global_step)
-    except (TypeError, ValueError):
-        raise ValueError(f"global_step must be an integer, got {type(global_step).__name__} {global_step!r}") \
-            from None
+    step = global_step
+    if step.__class__ is not int:
+        try:
+            step = int(global_step)
+        except (TypeError, ValueError):
+            raise ValueError(f"global_step must be an integer, got {type(global_step).__name__} {global_step!r}") \
+                from None
+    if not INT64_MIN <= step <= INT64_MAX:
+        raise ValueError(f"global_step {step} does not fit an int64")
+    return step

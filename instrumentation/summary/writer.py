@@ -16,9 +16,9 @@ from instrumentation.distributed.context import flush_at_abort
 from instrumentation.summary import embedding, graph, hparams, images, pr_curves
 from instrumentation.summary.bucketing import Bins, HistogramData, histogram_from_values
 from instrumentation.summary.builders import histogram_event, session_start_event, text_event, value_event
-from instrumentation.summary.event_file import (AsyncEventWriter, scalar_column, scalar_event, scalar_events,
-                                                scalar_rows)
+from instrumentation.summary.event_file import BUILD, ROWS, SCALAR, AsyncEventWriter
 from instrumentation.summary.inputs import check_tag, histogram_values, to_float, to_numpy, to_step
+from instrumentation.summary.wire import INT64_MAX, INT64_MIN
 
 DEFAULT_LOG_ROOT = "logs"
 logger = logging.getLogger("instrumentation.summary")
@@ -31,7 +31,8 @@ def default_log_dir(comment: str = "") -> str:
                         + comment)
 
 
-_STR_ONLY, _FLOAT_ONLY, _INT_ONLY = {str}, {float}, {int}
+_FLOAT_ONLY, _INT_ONLY = {float}, {int}
+_CHECKED_TAGS_MAX = 1024
 
 
 def _image_record(tag: str, hwc: np.ndarray, step: int, wall_time: float) -> bytes:
@@ -51,7 +52,9 @@ class SummaryWriter:
     """Writes TensorBoard event files under `log_dir`, with torch.utils.tensorboard.SummaryWriter's methods.
 
     Each `add_*` checks its arguments (ValueError naming the tag) and enqueues; serializing, bucketing and
-    writing run on a background thread (see AsyncEventWriter). NaN/Inf scalars are written as they are. In a
+    writing run on a background thread (see AsyncEventWriter). Scalars: `add_scalar` (one value), `add_scalars`
+    (torch's sub-runs) and `add_scalar_rows` (many values and steps in one call), all written as `simple_value`
+    Events; NaN/Inf as they are. In a
     data-parallel job (`engine.distributed` initialised) `flush()` is registered with `engine.distributed.at_abort`:
     a rank's failure aborts the job only after every rank's writers flushed (`instrumentation.rank_logdir` gives each
     rank its own run).
@@ -64,14 +67,15 @@ class SummaryWriter:
         self.purge_step = purge_step
         self._async = AsyncEventWriter(self.log_dir, max_queue=max_queue, flush_secs=flush_secs,
                                        filename_suffix=filename_suffix)
-        self._enqueue = self._async.enqueue
+        self._put = self._async.put
         self._queue_append, self._queue, self._max_queue = self._async.queue.append, self._async.queue, self._async.max_queue
-        self._checked_tags: tuple[str, ...] | None = None  # the last tuple add_scalar_rows checked
+        self._checked_tags: set[tuple[str, ...]] = set()  # the tuples add_scalar_rows checked
+        self._last_tags: tuple[str, ...] | None = None  # ... the last one it was passed
         self._embeddings: list[embedding.EmbeddingEntry] = []  # what projector_config.pbtxt lists
         self._flush_callbacks: list[Callable[[], None]] = []
         self._failed_callbacks: list[Callable[[], None]] = []
         if purge_step is not None:
-            self._enqueue(None, session_start_event, time.time(), to_step(purge_step))
+            self._put((BUILD, None, session_start_event, (time.time(), to_step(purge_step))))
         self._async.open_run()
         flush_at_abort(self.flush)  # data-parallel: a rank failure aborts every rank, after this flush
 
@@ -86,100 +90,82 @@ class SummaryWriter:
 
     def add_scalar(self, tag: str, scalar_value: Any, global_step: int | None = None,
                    walltime: float | None = None) -> None:
+        """One point of the series `tag`, as torch's `add_scalar`: `scalar_value` a number (Python, NumPy, or a
+        one-element array or tensor), stored as float32; `global_step` an int within int64 (None: 0); `walltime` in
+        seconds since the epoch (None: now)."""
         if tag.__class__ is not str:
             check_tag(tag)
         value = scalar_value if scalar_value.__class__ is float else to_float(tag, scalar_value)
-        step = global_step if global_step.__class__ is int else to_step(global_step)
-        # NOTE: AsyncEventWriter.enqueue inlined: this is the call a training loop makes most often.
-        self._queue_append((None, scalar_event, (tag, value, step, _now() if walltime is None else walltime)))
+        step = global_step if global_step.__class__ is int and INT64_MIN <= global_step <= INT64_MAX else \
+            to_step(global_step)
+        # NOTE: AsyncEventWriter.put inlined: this is the call a training loop makes most often.
+        self._queue_append((SCALAR, None, tag, value, step, _now() if walltime is None else walltime))
         if len(self._queue) >= self._max_queue:
             self._async.on_full()
 
-    def add_scalar_dict(self, tag_scalar_dict: Mapping[str, Any], global_step: int | None = None,
-                        walltime: float | None = None) -> None:
-        """Many scalars of one step as one event holding a value per key (in the dict's order, one wall time): every
-        reader sees the points one `add_scalar` per key gives; queued as one item and written as one record, so a
-        training loop logging dozens of values per step pays for one."""
-        if tag_scalar_dict.__class__ is not dict and not isinstance(tag_scalar_dict, Mapping):
-            raise ValueError(f"add_scalar_dict: expected a dict of tag -> scalar, got {type(tag_scalar_dict).__name__}")
-        tags = list(tag_scalar_dict)
-        values = list(tag_scalar_dict.values())
-        if {*map(type, tags)} != _STR_ONLY or {*map(type, values)} != _FLOAT_ONLY:  # NOTE: ~3x a Python loop
-            for index, (tag, value) in enumerate(zip(tags, values)):
-                if tag.__class__ is not str:
-                    check_tag(tag)
-                if value.__class__ is not float:
-                    values[index] = to_float(tag, value)
-        if not tags:
-            return
-        step = global_step if global_step.__class__ is int else to_step(global_step)
-        wall_time = _now() if walltime is None else walltime
-        self._queue_append((None, scalar_events, (tags, values, step, wall_time)))
-        if len(self._queue) >= self._max_queue:
-            self._async.on_full()
+    def add_scalar_rows(self, tags: tuple[str, ...], rows: Sequence[Sequence[Any]] | np.ndarray,
+                        global_steps: Sequence[int], walltimes: Sequence[float] | None = None) -> None:
+        """Many points in one call: row `i` of `rows` holds a value per tag, at `global_steps[i]` and `walltimes[i]`
+        (None: now) — the points `add_scalar(tag, value, step, walltime)` gives for each value, written as one Event
+        per row (TensorFlow 1's merged-summary form: TensorBoard and our reader see the same points). One queue item
+        whatever its size, framed on the writer thread (24 rows or more in a few NumPy calls): for a loop logging
+        several values per step (one row), or handing a value logged every step over in batches (`tags` of one tag).
 
-    def add_scalar_rows(self, tags: tuple[str, ...], rows: Sequence[Sequence[Any]], global_steps: Sequence[int],
-                        walltimes: Sequence[float] | None = None) -> None:
-        """Several steps of the same scalars, each row written as ``add_scalar_dict(dict(zip(tags, row)), step,
-        walltime)`` writes it, queued as one item: for a source that hands its per-step scalars over in batches (the
-        memory tracker). ``tags`` is a tuple (checked once while the same object is passed again); rows, steps and
-        wall times are aligned (and copied); ``walltimes`` None: now."""
-        if tags is not self._checked_tags:
-            if tags.__class__ is not tuple:
-                raise ValueError(f"add_scalar_rows: tags must be a tuple of str, got {type(tags).__name__}")
-            for tag in tags:
-                check_tag(tag)
-            self._checked_tags = tags
-        steps = [step if step.__class__ is int else to_step(step) for step in global_steps]
-        walls = [_now()] * len(steps) if walltimes is None else [float(wall) for wall in walltimes]
-        if not len(rows) == len(steps) == len(walls):
-            raise ValueError(f"add_scalar_rows: {len(rows)} rows, {len(steps)} steps and {len(walls)} wall times")
-        copies, width = [[*row] for row in rows], len(tags)
-        if {*map(len, copies)} - {width}:
-            wrong = next(len(values) for values in copies if len(values) != width)
-            raise ValueError(f"add_scalar_rows: a row of {wrong} values for {width} tags")
-        if not tags or not copies:
-            return
-        if {*map(type, chain.from_iterable(copies))} != _FLOAT_ONLY:  # NOTE: one check for every row
-            copies = [[value if value.__class__ is float else to_float(tag, value) for tag, value in zip(tags, values)]
-                      for values in copies]
-        self._queue_append((None, scalar_rows, (tags, copies, steps, walls)))
-        if len(self._queue) >= self._max_queue:
-            self._async.on_full()
-
-    def add_scalar_column(self, tag: str, values: Sequence[Any], global_steps: Sequence[int],
-                          walltimes: Sequence[float] | None = None) -> None:
-        """One tag's values at several steps, each written as ``add_scalar(tag, value, step, walltime)`` writes it,
-        queued as one item (framed at once on the writer thread): for a value logged at every step and handed over
-        in batches (the loss). Values, steps and wall times are aligned (and copied); ``walltimes`` None: now."""
-        if tag.__class__ is not str:
-            check_tag(tag)
-        values, steps = [*values], [*global_steps]
-        walls = [_now()] * len(steps) if walltimes is None else [*walltimes]
-        if not len(values) == len(steps) == len(walls):
-            raise ValueError(f"add_scalar_column: {len(values)} values, {len(steps)} steps and {len(walls)} wall times "
-                             f"for {tag!r}")
-        if {*map(type, values)} - _FLOAT_ONLY:  # NOTE: one check for the column, as add_scalar_rows
-            values = [value if value.__class__ is float else to_float(tag, value) for value in values]
-        if {*map(type, steps)} - _INT_ONLY:
+        `tags` is a tuple of str (a tuple seen before is not checked again); `rows` a sequence of rows or a 2-D
+        array of shape (steps, tags). Rows, steps and wall times are aligned, and copied."""
+        if tags is not self._last_tags:
+            self._check_tags(tags)
+        width = len(tags)
+        steps = [*global_steps]
+        if {*map(type, steps)} - _INT_ONLY:  # NOTE: one check for all, as for the values below
             steps = [step if step.__class__ is int else to_step(step) for step in steps]
+        if steps and (min(steps) < INT64_MIN or max(steps) > INT64_MAX):
+            raise ValueError(f"add_scalar_rows: global_steps {min(steps)}..{max(steps)} do not fit an int64")
+        walls = [_now()] * len(steps) if walltimes is None else [*walltimes]
         if {*map(type, walls)} - _FLOAT_ONLY:
             walls = [float(wall) for wall in walls]
-        if steps:
-            self._queue_append((None, scalar_column, (tag, values, steps, walls)))
+        if rows.__class__ is np.ndarray and rows.dtype.kind in "biuf":
+            if rows.ndim != 2 or rows.shape[1] != width:
+                raise ValueError(f"add_scalar_rows: rows of shape {rows.shape} for {width} tags")
+            copies: Any = rows.astype(np.float64)
+        else:
+            copies = [[*row] for row in rows]
+            if {*map(len, copies)} - {width}:
+                wrong = next(len(values) for values in copies if len(values) != width)
+                raise ValueError(f"add_scalar_rows: a row of {wrong} values for {width} tags")
+            if {*map(type, chain.from_iterable(copies))} - _FLOAT_ONLY:  # NOTE: one check for every row
+                copies = [[value if value.__class__ is float else to_float(tag, value)
+                           for tag, value in zip(tags, values)] for values in copies]
+        if not len(copies) == len(steps) == len(walls):
+            raise ValueError(f"add_scalar_rows: {len(copies)} rows, {len(steps)} steps and {len(walls)} wall times")
+        if width and steps:
+            self._queue_append((ROWS, None, tags, copies, steps, walls))
             if len(self._queue) >= self._max_queue:
                 self._async.on_full()
 
+    def _check_tags(self, tags: tuple[str, ...]) -> None:
+        if tags.__class__ is not tuple:
+            raise ValueError(f"add_scalar_rows: tags must be a tuple of str, got {type(tags).__name__}")
+        if tags not in self._checked_tags:
+            for tag in tags:
+                check_tag(tag)
+            if len(self._checked_tags) >= _CHECKED_TAGS_MAX:
+                self._checked_tags.clear()
+            self._checked_tags.add(tags)
+        self._last_tags = tags
+
     def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any], global_step: int | None = None,
                     walltime: float | None = None) -> None:
-        """One sub-run per key, `<log_dir>/<main_tag with / as _>_<key>`, each holding `main_tag` (torch's layout)."""
+        """torch's `add_scalars`: one sub-run per key, `<log_dir>/<main_tag with / as _>_<key>`, each holding the
+        series `main_tag` (TensorBoard then draws the keys as lines of one chart). For many values of one run,
+        `add_scalar_rows`."""
         check_tag(main_tag)
         step = to_step(global_step)
         wall_time = time.time() if walltime is None else walltime
         values = [(check_tag(key), to_float(f"{main_tag}/{key}", value)) for key, value in tag_scalar_dict.items()]
         for key, value in values:
             run_dir = os.path.join(self.log_dir, main_tag.replace("/", "_") + "_" + key)
-            self._enqueue(run_dir, scalar_event, main_tag, value, step, wall_time)
+            self._put((SCALAR, run_dir, main_tag, value, step, wall_time))
 
     def add_histogram(self, tag: str, values: Any, global_step: int | None = None, bins: Bins = "tensorflow",
                       walltime: float | None = None, max_bins: int | None = None) -> None:
@@ -191,7 +177,7 @@ class SummaryWriter:
         if max_bins is not None and (not isinstance(max_bins, int) or max_bins < 1):
             raise ValueError(f"add_histogram({tag!r}): max_bins must be a positive int, got {max_bins!r}")
         array = histogram_values(tag, values)
-        self._enqueue(None, _histogram_record, tag, array, bins, max_bins, to_step(global_step),
+        self._put_built(None, _histogram_record, tag, array, bins, max_bins, to_step(global_step),
                       time.time() if walltime is None else walltime)
 
     def add_histogram_raw(self, tag: str, min: float, max: float, num: float, sum: float, sum_squares: float,
@@ -206,7 +192,7 @@ class SummaryWriter:
                              f"got {limits.size} and {counts.size}")
         moments = [to_float(tag, number) for number in (min, max, num, sum, sum_squares)]
         histogram = HistogramData(*moments, edges=np.concatenate([[moments[0]], limits]), counts=counts)
-        self._enqueue(None, histogram_event, tag, histogram, to_step(global_step),
+        self._put_built(None, histogram_event, tag, histogram, to_step(global_step),
                       time.time() if walltime is None else walltime)
 
     def add_text(self, tag: str, text_string: str, global_step: int | None = None,
@@ -214,7 +200,7 @@ class SummaryWriter:
         check_tag(tag)
         if not isinstance(text_string, str):
             raise ValueError(f"add_text({tag!r}): text must be a str, got {type(text_string).__name__}")
-        self._enqueue(None, text_event, tag, text_string, to_step(global_step),
+        self._put_built(None, text_event, tag, text_string, to_step(global_step),
                       time.time() if walltime is None else walltime)
 
     def add_image(self, tag: str, img_tensor: Any, global_step: int | None = None, walltime: float | None = None,
@@ -222,14 +208,14 @@ class SummaryWriter:
         """One image (CHW, HWC, HW, ...; uint8 as is, floats taken as [0, 1]), PNG-encoded on the writer thread."""
         check_tag(tag)
         hwc = images.to_hwc(tag, img_tensor, dataformats, batch=False)
-        self._enqueue(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
+        self._put_built(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
 
     def add_images(self, tag: str, img_tensor: Any, global_step: int | None = None, walltime: float | None = None,
                    dataformats: str = "NCHW") -> None:
         """A batch of images (NCHW or NHWC, 1 or 3 channels) as one image, 8 to a row (torch's grid)."""
         check_tag(tag)
         hwc = images.to_hwc(tag, img_tensor, dataformats, batch=True)
-        self._enqueue(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
+        self._put_built(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
 
     def add_figure(self, tag: str, figure: Any, global_step: int | None = None, close: bool = True,
                    walltime: float | None = None) -> None:
@@ -245,7 +231,7 @@ class SummaryWriter:
         """A precision-recall curve (pr_curves plugin): labels 0/1, predictions in [0, 1], at most 127 thresholds."""
         check_tag(tag)
         inputs = pr_curves.checked_inputs(tag, labels, predictions, num_thresholds, weights)
-        self._enqueue(None, _pr_curve_record, tag, inputs, to_step(global_step),
+        self._put_built(None, _pr_curve_record, tag, inputs, to_step(global_step),
                       time.time() if walltime is None else walltime)
 
     def add_graph(self, model: Any, input_to_model: Any = None, verbose: bool = False,
@@ -256,7 +242,7 @@ class SummaryWriter:
             raise ValueError("add_graph: input_to_model is needed to run the model once")
         inputs = tuple(input_to_model) if isinstance(input_to_model, (tuple, list)) else (input_to_model,)
         graph_def = graph.trace_graph(model, inputs).SerializeToString()
-        self._enqueue(None, graph.graph_event, graph_def, time.time())
+        self._put_built(None, graph.graph_event, graph_def, time.time())
 
     def add_embedding(self, mat: Any, metadata: Sequence[Any] | None = None, label_img: Any = None,
                       global_step: int | None = None, tag: str = "default",
@@ -279,11 +265,15 @@ class SummaryWriter:
         run_dir = os.path.join(self.log_dir, run_name or str(time.time()))
         step, wall_time = to_step(global_step), time.time()
         hparam_copy, domain_copy = dict(hparam_dict), {k: list(v) for k, v in (hparam_domain_discrete or {}).items()}
-        self._enqueue(run_dir, hparams.experiment_event, hparam_copy, list(metrics), domain_copy, step, wall_time)
-        self._enqueue(run_dir, hparams.session_start_event, hparam_copy, step, wall_time)
-        self._enqueue(run_dir, hparams.session_end_event, step, wall_time)
+        self._put_built(run_dir, hparams.experiment_event, hparam_copy, list(metrics), domain_copy, step, wall_time)
+        self._put_built(run_dir, hparams.session_start_event, hparam_copy, step, wall_time)
+        self._put_built(run_dir, hparams.session_end_event, step, wall_time)
         for tag, value in metrics.items():
-            self._enqueue(run_dir, scalar_event, tag, value, step, wall_time)
+            self._put((SCALAR, run_dir, tag, value, step, wall_time))
+
+    def _put_built(self, run_dir: str | None, build: Callable[..., Any], *args: Any) -> None:
+        """Queues ``build(*args)``, run on the writer thread (it returns a serialized Event or a list of them)."""
+        self._put((BUILD, run_dir, build, args))
 
     def add_flush_callback(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` at the start of each ``flush()`` and ``close()`` (on the calling thread): a source that

@@ -1,5 +1,5 @@
-"""Blocks of scalar events framed at once (add_rows / add_column, SummaryWriter.add_scalar_column) against protobuf +
-frame_record byte for byte, TensorBoard's own reader, and the file cut short mid-block."""
+"""Blocks of scalar events framed at once (``RunBatch.add_rows`` of 24 rows or more, ``add_scalar_rows``) against
+protobuf + frame_record byte for byte, TensorBoard's own reader, and the file cut short mid-block."""
 from __future__ import annotations
 
 import glob
@@ -8,11 +8,14 @@ import random
 
 import numpy as np
 import pytest
+from scalar_oracle import protobuf_records
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from instrumentation import SummaryWriter
 from instrumentation.format.reader import EventFileReader
-from instrumentation.format.records import frame_records
-from instrumentation.summary.builders import ScalarEventBuilder
-from instrumentation.summary.scalar_records import BLOCK_MIN_ROWS, ScalarRecordEncoder
+from instrumentation.summary.record_blocks import BLOCK_MIN_RECORDS
+from instrumentation.summary.run_batch import RunBatch
+from instrumentation.summary.scalar_records import scalar_row
 
 TAGS = ("grad_norm/layer0.weight", "é/ü ☃", "x" * 300)  # a tag over 127 bytes: a 2-byte length varint
 SPECIAL = [float("nan"), -float("nan"), float("inf"), -float("inf"), 1e300, -1e300, 1e39, 1e-50, 1e-45, 0.0, -0.0,
@@ -22,15 +25,15 @@ EDGE_STEPS = [0, 1, 127, 128, 129, 16383, 16384, 2**21 - 1, 2**21, 2**35, 2**56 
 EDGE_WALLS = [1.7e9, 0.0, -0.0, 12.5, float("nan"), 5e-324]
 
 
-def _expected(events: list[tuple[list[str], list[float], int, float]]) -> bytes:
-    """Protobuf's serialization of each event, framed: the oracle."""
-    build = ScalarEventBuilder()
-    return frame_records([build.many(*event) for event in events])
-
-
 def _rows(rng: random.Random, count: int, width: int) -> list[list[float]]:
     return [[rng.choice(SPECIAL) if rng.random() < 0.2 else rng.gauss(0, 1e3) for _ in range(width)]
             for _ in range(count)]
+
+
+def _framed(batch: RunBatch, events: int) -> bytes:
+    framed, count = batch.framed()
+    assert count == events
+    return framed
 
 
 def test_a_block_of_every_step_length_and_wall_time_is_byte_identical_to_protobuf():
@@ -38,129 +41,73 @@ def test_a_block_of_every_step_length_and_wall_time_is_byte_identical_to_protobu
     steps = [rng.choice(EDGE_STEPS) for _ in range(300)]  # layouts change from row to row: many runs
     walls = [rng.choice(EDGE_WALLS) for _ in steps]
     rows = _rows(rng, len(steps), len(TAGS))
-    encoder = ScalarRecordEncoder()
-    encoder.add_rows(TAGS, rows, steps, walls)
-    assert len(encoder) == len(steps)
-    assert encoder.take() == _expected([(list(TAGS), row, step, wall) for row, step, wall in zip(rows, steps, walls)])
-    assert encoder.take() == b"" and len(encoder) == 0
+    for given in (rows, np.asarray(rows)):
+        batch = RunBatch()
+        batch.add_rows(TAGS, given, steps, walls)
+        assert len(batch) == len(steps)
+        assert _framed(batch, len(steps)) == protobuf_records(list(zip([TAGS] * len(steps), rows, steps, walls)))
 
 
 @pytest.mark.parametrize("start", [1, 100, 16300, 2**40])
-def test_a_column_of_rising_steps_is_byte_identical_to_one_add_per_value(start):
+def test_a_column_of_rising_steps_is_byte_identical_to_one_event_per_value(start):
     rng = random.Random(start)
     steps = list(range(start, start + 200))  # from 100 and 16300: crosses a varint length inside the block
-    values = [row[0] for row in _rows(rng, len(steps), 1)]
+    rows = _rows(rng, len(steps), 1)
     walls = [1.7e9 + 0.01 * i for i in range(len(steps))]
-    encoder = ScalarRecordEncoder()
-    encoder.add_column("train/loss", values, steps, walls)
-    assert encoder.take() == _expected([(["train/loss"], [value], step, wall)
-                                        for value, step, wall in zip(values, steps, walls)])
+    batch = RunBatch()
+    batch.add_rows(("train/loss",), rows, steps, walls)
+    assert _framed(batch, len(steps)) == protobuf_records([(["train/loss"], row, step, wall)
+                                                           for row, step, wall in zip(rows, steps, walls)])
 
 
 def test_blocks_keep_their_place_among_single_events():
     rng = random.Random(2)
-    encoder, events = ScalarRecordEncoder(), []
+    batch, events = RunBatch(), []
     step = 1
     for _ in range(60):
-        kind = rng.random()
-        if kind < 0.4:
+        if rng.random() < 0.4:
             values = [rng.random() for _ in TAGS]
-            encoder.add_many(list(TAGS), values, step, 1e9 + step)
-            events.append((list(TAGS), values, step, 1e9 + step))
+            batch.bodies.append(scalar_row(TAGS, values, step, 1e9 + step))
+            events.append((TAGS, values, step, 1e9 + step))
             step += 1
         else:
-            count = rng.choice([1, BLOCK_MIN_ROWS - 1, BLOCK_MIN_ROWS, 70])  # below the block size: one by one
+            count = rng.choice([1, BLOCK_MIN_RECORDS - 1, BLOCK_MIN_RECORDS, 70])  # below the block size: one by one
             steps = list(range(step, step + count))
-            rows = _rows(rng, count, 2)
+            tags = rng.choice([TAGS[:2], ("loss",)])
+            rows = _rows(rng, count, len(tags))
             walls = [1e9 + s for s in steps]
-            if kind < 0.7:
-                encoder.add_rows(TAGS[:2], rows, steps, walls)
-                events += [(list(TAGS[:2]), row, s, w) for row, s, w in zip(rows, steps, walls)]
-            else:
-                encoder.add_column("loss", [row[0] for row in rows], steps, walls)
-                events += [(["loss"], [row[0]], s, w) for row, s, w in zip(rows, steps, walls)]
+            batch.add_rows(tags, rows, steps, walls)
+            events += [(tags, row, s, w) for row, s, w in zip(rows, steps, walls)]
             step += count
-    assert encoder.take() == _expected(events)
+    assert _framed(batch, len(events)) == protobuf_records(events)
 
 
-def test_columns_of_one_tag_added_in_a_row_are_one_block_in_their_place():
-    """The writer thread gets watch()'s losses 64 at a time; the queue's items of one tag in a row are framed as one
-    block, and any other event ends it."""
-    encoder, events, step = ScalarRecordEncoder(), [], 1
-    for tag, count in [("loss", 10), ("loss", 10), ("loss", 10), ("lr", 5), ("loss", 30), (None, 1), ("loss", 3)]:
-        steps = list(range(step, step + count))
-        if tag is None:
-            encoder.add_many(["a", "b"], [1.0, 2.0], step, 7.0)
-            events.append((["a", "b"], [1.0, 2.0], step, 7.0))
-        else:
-            values = [s * 0.5 for s in steps]
-            encoder.add_column(tag, values, steps, [7.0] * count)
-            events += [([tag], [value], s, 7.0) for value, s in zip(values, steps)]
-        step += count
-        assert len(encoder) == len(events)
-    assert encoder.take() == _expected(events)
-
-
-def test_a_block_with_a_step_beyond_int64_drops_that_event_like_protobuf():
-    encoder = ScalarRecordEncoder()
-    steps = list(range(1, BLOCK_MIN_ROWS + 5)) + [2**64]
-    encoder.add_column("a", [1.0] * len(steps), steps, [5.0] * len(steps))
-    assert encoder.take() == _expected([(["a"], [1.0], step, 5.0) for step in steps[:-1]])
-
-
-def test_a_failed_take_forgets_the_framed_blocks_too():
-    encoder = ScalarRecordEncoder()
-    encoder.add_column("a", [1.0] * 40, list(range(40)), [5.0] * 40)
-    encoder.discard()
-    assert len(encoder) == 0 and encoder.take() == b""
-
-
-def test_tensorboard_reads_add_scalar_column_as_it_reads_add_scalar(tmp_path):
-    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
-    from instrumentation import SummaryWriter
+def test_tensorboard_reads_batches_of_one_tag_as_it_reads_add_scalar(tmp_path):
     rng = np.random.default_rng(0)
     values = rng.normal(size=1000) * 1e3
     walls = 1.7e9 + np.arange(1000) * 0.25
-    with SummaryWriter(tmp_path / "column") as writer:
+    with SummaryWriter(tmp_path / "rows") as writer:
         for start in range(0, 1000, 64):
-            writer.add_scalar_column("train/loss", values[start:start + 64].tolist(),
-                                     [np.int64(step) for step in range(start, min(start + 64, 1000))],
-                                     walls[start:start + 64].tolist())
+            writer.add_scalar_rows(("train/loss",), values[start:start + 64, None],
+                                   [np.int64(step) for step in range(start, min(start + 64, 1000))],
+                                   walls[start:start + 64].tolist())
     with SummaryWriter(tmp_path / "scalar") as writer:
         for step in range(1000):
             writer.add_scalar("train/loss", float(values[step]), step, walltime=float(walls[step]))
     read = {}
-    for run in ("column", "scalar"):
-        accumulator = event_accumulator.EventAccumulator(str(tmp_path / run),
-                                                         size_guidance={event_accumulator.SCALARS: 0})
+    for run in ("rows", "scalar"):
+        accumulator = EventAccumulator(str(tmp_path / run), size_guidance={"scalars": 0})
         accumulator.Reload()
         read[run] = [(event.wall_time, event.step, event.value) for event in accumulator.Scalars("train/loss")]
-    assert read["column"] == read["scalar"]
-    assert [step for _, step, _ in read["column"]] == list(range(1000))
-    np.testing.assert_array_equal([value for _, _, value in read["column"]], values.astype(np.float32))
-
-
-def test_add_scalar_column_checks_naming_what_is_wrong(tmp_path):
-    from instrumentation import SummaryWriter
-    with SummaryWriter(tmp_path) as writer:
-        with pytest.raises(ValueError, match="3 values, 2 steps and 2 wall times for 'loss'"):
-            writer.add_scalar_column("loss", [1.0, 2.0, 3.0], [0, 1], [1.0, 2.0])
-        with pytest.raises(ValueError, match="loss"):
-            writer.add_scalar_column("loss", [1.0, "high"], [0, 1])
-        with pytest.raises(ValueError, match="global_step"):
-            writer.add_scalar_column("loss", [1.0, 2.0], [0, "one"])
-        with pytest.raises(ValueError, match="tag must be a str"):
-            writer.add_scalar_column(7, [1.0], [0])
-        writer.add_scalar_column("loss", [], [])  # nothing to write: no event, no error
-        writer.add_scalar_column("loss", [np.float32(0.5), 2], [np.int64(4), 5])
-    columns = EventFileReader(_event_file(tmp_path)).read_columns()
-    assert columns.steps.tolist() == [4, 5] and columns.values.tolist() == [0.5, 2.0]
+    assert read["rows"] == read["scalar"]
+    assert [step for _, step, _ in read["rows"]] == list(range(1000))
+    np.testing.assert_array_equal([value for _, _, value in read["rows"]], values.astype(np.float32))
+    assert _records_of(tmp_path / "rows") == _records_of(tmp_path / "scalar")
 
 
 def test_a_file_cut_inside_a_block_keeps_every_whole_record(tmp_path):
-    from instrumentation import SummaryWriter
     with SummaryWriter(tmp_path) as writer:
-        writer.add_scalar_column("loss", [float(i) for i in range(500)], list(range(500)))
+        writer.add_scalar_rows(("loss",), [[float(i)] for i in range(500)], list(range(500)))
     path = _event_file(tmp_path)
     with open(path, "r+b") as handle:
         handle.truncate(os.path.getsize(path) - 37)  # killed while the block was being written: the last one torn
@@ -173,3 +120,9 @@ def test_a_file_cut_inside_a_block_keeps_every_whole_record(tmp_path):
 def _event_file(log_dir: object) -> str:
     (path,) = glob.glob(os.path.join(str(log_dir), "events.out.tfevents.*"))
     return path
+
+
+def _records_of(log_dir: object) -> bytes:
+    """The file's bytes after its file-version record."""
+    data = open(_event_file(log_dir), "rb").read()
+    return data[12 + int.from_bytes(data[:8], "little") + 4:]

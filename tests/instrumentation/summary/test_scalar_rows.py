@@ -1,16 +1,16 @@
-"""add_scalar_dict: one Event per call holding every value, read back by our reader and by TensorBoard as add_scalar
-per key reads."""
+"""add_scalar_rows: one Event per row holding a value per tag, read back by our reader and by TensorBoard as
+add_scalar per value reads; checked on the calling thread."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
+from scalar_oracle import protobuf_event
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from instrumentation import SummaryWriter
 from instrumentation.format.records import iter_records
-from instrumentation.summary.builders import ScalarEventBuilder
 from event_helpers import event_files, read_run
 
 
@@ -19,84 +19,72 @@ def _records(run_dir) -> list[bytes]:
     return list(iter_records(event_files(run_dir)[0]))[1:]
 
 
-def test_add_scalar_dict_writes_one_event_that_reads_as_add_scalar_per_key(tmp_path):
+def test_a_row_is_one_event_that_reads_as_add_scalar_per_tag(tmp_path):
     values = {"grad_norm/0.weight": 0.5, "act/1/dead_fraction": np.float32(0.25), "perf/n": 3, "odd": math.nan}
-    with SummaryWriter(tmp_path / "dict") as writer:
+    tags = tuple(values)
+    with SummaryWriter(tmp_path / "rows") as writer:
         for step in range(1, 4):
-            writer.add_scalar_dict(values, step, walltime=100.0 + step)
+            writer.add_scalar_rows(tags, [list(values.values())], [step], [100.0 + step])
     with SummaryWriter(tmp_path / "single") as writer:
         for step in range(1, 4):
             for tag, value in values.items():
                 writer.add_scalar(tag, value, step, walltime=100.0 + step)
-    records = _records(tmp_path / "dict")
-    assert records == [ScalarEventBuilder().many(list(values), [float(v) for v in values.values()], step, 100.0 + step)
+    records = _records(tmp_path / "rows")
+    assert records == [protobuf_event(tags, [float(v) for v in values.values()], step, 100.0 + step)
                        for step in range(1, 4)]
     assert len(_records(tmp_path / "single")) == 3 * len(values)
-    dict_events, single_events = read_run(tmp_path / "dict"), read_run(tmp_path / "single")
-    assert [len(e.values) for e in dict_events if e.values] == [len(values)] * 3
+    rows_events, single_events = read_run(tmp_path / "rows"), read_run(tmp_path / "single")
+    assert [len(e.values) for e in rows_events if e.values] == [len(values)] * 3
     as_points = lambda events: [(v.tag, v.step, v.wall_time, v.value) for e in events for v in e.values]  # noqa: E731
-    assert repr(as_points(dict_events)) == repr(as_points(single_events))  # repr: NaN == NaN
-    for run in ("dict", "single"):
+    assert repr(as_points(rows_events)) == repr(as_points(single_events))  # repr: NaN == NaN
+    for run in ("rows", "single"):
         accumulator = EventAccumulator(str(tmp_path / run), size_guidance={"scalars": 0})
         accumulator.Reload()
-        assert [(s.step, s.value) for s in accumulator.Scalars("act/1/dead_fraction")] == [(s, 0.25) for s in range(1, 4)]
+        points = [(s.step, s.value) for s in accumulator.Scalars("act/1/dead_fraction")]
+        assert points == [(s, 0.25) for s in range(1, 4)]
         assert sorted(accumulator.Tags()["scalars"]) == sorted(values)
 
 
-def test_many_add_scalar_dict_events_read_columnar_like_add_scalar(tmp_path):
+def test_many_rows_read_columnar_like_add_scalar(tmp_path):
     """Long runs take the reader's columnar path: multi-value events spread into a row per value."""
     from instrumentation.format.reader import EventFileReader
     rng = np.random.default_rng(0)
-    tags = [f"t{i}" for i in range(7)]
-    with SummaryWriter(tmp_path / "dict") as writer, SummaryWriter(tmp_path / "single") as single:
+    tags = tuple(f"t{i}" for i in range(7))
+    with SummaryWriter(tmp_path / "rows") as writer, SummaryWriter(tmp_path / "single") as single:
         for step in range(1, 2001):
-            row = dict(zip(tags, rng.normal(size=len(tags)).tolist()))
-            writer.add_scalar_dict(row, step, walltime=1e9 + step)
-            for tag, value in row.items():
+            row = rng.normal(size=len(tags)).tolist()
+            writer.add_scalar_rows(tags, [row], [step], [1e9 + step])
+            for tag, value in zip(tags, row):
                 single.add_scalar(tag, value, step, walltime=1e9 + step)
-    batches = [EventFileReader(event_files(tmp_path / run)[0]).read_columns() for run in ("dict", "single")]
+    batches = [EventFileReader(event_files(tmp_path / run)[0]).read_columns() for run in ("rows", "single")]
     assert len(batches[0]) == len(batches[1]) == 2000 * len(tags)
     assert batches[0].tags == batches[1].tags
     for name in ("steps", "wall_times", "values"):
         np.testing.assert_array_equal(getattr(batches[0], name), getattr(batches[1], name))
-    events = EventFileReader(event_files(tmp_path / "dict")[0]).read()
+    events = EventFileReader(event_files(tmp_path / "rows")[0]).read()
     assert [len(e.values) for e in events if e.values] == [len(tags)] * 2000
 
 
-def test_add_scalar_dict_checks_on_the_calling_thread_naming_the_tag(tmp_path):
-    with SummaryWriter(tmp_path) as writer:
-        with pytest.raises(ValueError, match="'bad'"):
-            writer.add_scalar_dict({"good": 1.0, "bad": "x"}, 0)
-        with pytest.raises(ValueError, match="tag must be a str"):
-            writer.add_scalar_dict({3: 1.0}, 0)
-        with pytest.raises(ValueError, match="dict of tag"):
-            writer.add_scalar_dict([("a", 1.0)], 0)
-        with pytest.raises(ValueError, match="global_step"):
-            writer.add_scalar_dict({"a": 1.0}, "x")
-        writer.add_scalar_dict({}, 0)
-    assert read_run(tmp_path) == [] or all(not e.values for e in read_run(tmp_path))
-
-
-def test_caller_may_change_its_dict_after_the_call(tmp_path):
-    values = {"a": 1.0}
-    with SummaryWriter(tmp_path, flush_secs=60) as writer:
-        writer.add_scalar_dict(values, 0)
-        values["a"] = 2.0
-        values["b"] = 3.0
-    assert [(v.tag, v.value) for e in read_run(tmp_path) for v in e.values] == [("a", 1.0)]
-
-
-def test_add_scalar_rows_writes_what_add_scalar_dict_writes(tmp_path):
+def test_rows_as_lists_or_an_array_write_the_same_bytes_and_are_copied(tmp_path):
     tags = ("mem/cpu/allocated_bytes", "mem/cpu/peak_bytes", "odd")
-    rows = [[float(step), 2.0 * step, np.float32(0.5)] for step in range(1, 4)]
-    with SummaryWriter(tmp_path / "rows") as writer:
+    rows = [[float(step), 2.0 * step, np.float32(0.5)] for step in range(1, 40)]
+    array = np.array(rows, dtype=np.float32)
+    with SummaryWriter(tmp_path / "lists", flush_secs=60) as writer:
         writer.add_scalar_rows(tags, rows[:1], [1], [51.0])
-        writer.add_scalar_rows(tags, rows[1:], [2, np.int64(3)], [52.0, 53.0])
+        writer.add_scalar_rows(tags, rows[1:], [2, np.int64(3), *range(4, 40)], [50.0 + s for s in range(2, 40)])
         rows[1][0] = -1.0  # the writer copied them
-    with SummaryWriter(tmp_path / "dict") as writer:
-        for step in range(1, 4):
-            writer.add_scalar_dict(dict(zip(tags, [float(step), 2.0 * step, 0.5])), step, walltime=50.0 + step)
-    assert _records(tmp_path / "rows") == _records(tmp_path / "dict")
+    with SummaryWriter(tmp_path / "array", flush_secs=60) as writer:
+        writer.add_scalar_rows(tags, array[:1], [1], [51.0])
+        writer.add_scalar_rows(tags, array[1:], list(range(2, 40)), [50.0 + s for s in range(2, 40)])
+        array[1, 0] = -1.0
+    with SummaryWriter(tmp_path / "single") as writer:
+        for step in range(1, 40):
+            for tag, value in zip(tags, [float(step), 2.0 * step, 0.5]):
+                writer.add_scalar(tag, value, step, walltime=50.0 + step)
+    assert _records(tmp_path / "lists") == _records(tmp_path / "array") == [
+        protobuf_event(tags, [float(step), 2.0 * step, 0.5], step, 50.0 + step) for step in range(1, 40)]
+    as_points = lambda run: [(v.tag, v.step, v.value) for e in read_run(tmp_path / run) for v in e.values]  # noqa: E731
+    assert as_points("lists") == as_points("single")
 
 
 def test_add_scalar_rows_checks_naming_what_is_wrong(tmp_path):
@@ -109,16 +97,37 @@ def test_add_scalar_rows_checks_naming_what_is_wrong(tmp_path):
             writer.add_scalar_rows((), [[1.0]], [0])
         with pytest.raises(ValueError, match="a row of 0 values for 1 tags"):
             writer.add_scalar_rows(("a",), [[1.0], []], [0, 1])
+        with pytest.raises(ValueError, match=r"rows of shape \(2,\) for 1 tags"):
+            writer.add_scalar_rows(("a",), np.ones(2), [0, 1])
         with pytest.raises(ValueError, match="2 rows, 1 steps"):
             writer.add_scalar_rows(("a",), [[1.0], [2.0]], [0])
         with pytest.raises(ValueError, match="tag must be a str"):
             writer.add_scalar_rows(("a", 3), [[1.0, 2.0]], [0])
         with pytest.raises(ValueError, match="'b'"):
             writer.add_scalar_rows(("a", "b"), [[1.0, "x"]], [0])
+        with pytest.raises(ValueError, match="'b'"):
+            writer.add_scalar_rows(("a", "b"), np.array([[1.0, "x"]], dtype=object), [0])
         with pytest.raises(ValueError, match="global_step"):
             writer.add_scalar_rows(("a",), [[1.0]], ["x"])
+        with pytest.raises(ValueError, match="int64"):
+            writer.add_scalar_rows(("a",), [[1.0], [2.0]], [1, 2**63])
+        writer.add_scalar_rows(("a",), [], [])  # nothing to write: no event, no error
         writer.add_scalar_rows(("a",), [[1.0]], [1])
     assert [(v.tag, v.value) for e in read_run(tmp_path) for v in e.values] == [("a", 1.0)]
+
+
+def test_a_step_beyond_int64_is_refused_on_the_calling_thread(tmp_path):
+    """As torch's add_scalar refuses it (protobuf cannot store it), rather than lost on the writer thread."""
+    with SummaryWriter(tmp_path) as writer:
+        for step in (2**63, -(2**63) - 1, np.uint64(2**63)):
+            with pytest.raises(ValueError, match="int64"):
+                writer.add_scalar("a", 1.0, step)
+            with pytest.raises(ValueError, match="int64"):
+                writer.add_scalars("main", {"a": 1.0}, step)
+        writer.add_scalar("a", 2.0, 2**63 - 1)
+        writer.add_scalar("a", 3.0, -(2**63))
+    assert writer.dropped_events == 0
+    assert [(v.step, v.value) for e in read_run(tmp_path) for v in e.values] == [(2**63 - 1, 2.0), (-(2**63), 3.0)]
 
 
 def test_flush_callbacks_run_before_flush_and_close(tmp_path, caplog):
