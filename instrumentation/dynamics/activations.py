@@ -95,13 +95,19 @@ def unit_sums(output: np.ndarray) -> np.ndarray | None:
     return _ones(batch, output.dtype) @ output
 
 
+def relu_stats(layer: str, sums: np.ndarray, size: int) -> ActivationStats:
+    """A ReLU output's statistics from its per-unit sums (``unit_sums``) and element count: never negative, so the
+    sums give both the mean and the units that never fired."""
+    return ActivationStats(layer, float(np.add.reduce(sums)) / size,
+                           dead_fraction=1.0 - float(np.count_nonzero(sums > 0)) / sums.size)
+
+
 def activation_stats(layer: str, kind: str, output: np.ndarray) -> ActivationStats:
     size = max(output.size, 1)
-    if kind == "ReLU":  # never negative: per-unit sums give both the mean and the units that never fired
+    if kind == "ReLU":
         sums = unit_sums(output)
         if sums is not None:
-            return ActivationStats(layer, float(np.add.reduce(sums)) / size,
-                                   dead_fraction=1.0 - float(np.count_nonzero(sums > 0)) / sums.size)
+            return relu_stats(layer, sums, size)
     if output.dtype.kind == "f" and output.flags.c_contiguous and output.size:
         flat = output.reshape(-1)
         if kind not in ("ReLU", "Sigmoid"):  # those two are never negative

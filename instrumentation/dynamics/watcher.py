@@ -150,9 +150,9 @@ class Watch:
     _grad_enabled = staticmethod(engine.is_grad_enabled)
 
     @staticmethod
-    def _array_of(output: Any) -> Any:
-        """A layer output as a NumPy array."""
-        return output.numpy()
+    def _activation_stats(layer: str, kind: str, output: Any) -> Any:
+        """The ``ActivationStats`` of a layer's output."""
+        return activation_stats(layer, kind, output.numpy())
 
     def _parameters_of(self, model: Any) -> list[tuple[str, Any]]:
         """(name, parameter) pairs; a parameter has ``shape``, ``numpy()`` and ``grad`` (None or with ``numpy()``)."""
@@ -536,7 +536,7 @@ class Watch:
 
     def _layer_stats(self, path: str, kind: str, tags: tuple[str, str, str], output: Any) -> None:
         step = self._hooks.current_step()
-        stats = activation_stats(path, kind, self._array_of(output))
+        stats = self._activation_stats(path, kind, output)
         if stats.dead_fraction is not None:
             self._scalars.extend([tags[0], tags[1]], [stats.mean_abs, stats.dead_fraction], step)
             for alert in self._rules.dead(step, path, stats.dead_fraction):

@@ -6,17 +6,19 @@ from typing import Any
 import torch
 
 from instrumentation.dynamics import DynamicsThresholds, Watch
-from instrumentation.torch.arrays import TorchArray, to_numpy
+from instrumentation.torch.activations import torch_activation_stats
+from instrumentation.torch.arrays import TorchArray
 from instrumentation.torch.clock import TorchSteps
 from instrumentation.torch.numerics import TorchNumerics
 
 
 class TorchWatch(Watch):
     """``Watch`` over a ``torch.nn.Module``: steps from ``TorchSteps`` (attached: closed with the handle),
-    parameters and layer outputs as NumPy arrays (views of CPU tensors), numerics from ``TorchNumerics``."""
+    parameters as NumPy arrays (views of CPU tensors), layer outputs reduced by torch first, numerics from
+    ``TorchNumerics``."""
 
     _grad_enabled = staticmethod(torch.is_grad_enabled)
-    _array_of = staticmethod(to_numpy)
+    _activation_stats = staticmethod(torch_activation_stats)
 
     def log_loss(self, value: Any, step: int | None = None) -> None:
         """``Watch.log_loss``; a tensor is read without its graph (``float()`` of one that requires grad warns)."""
