@@ -14,6 +14,7 @@ import engine
 from engine.op_log import OpRecord
 from instrumentation.format import trace as fmt
 from instrumentation.format import trace_sidecar
+from instrumentation.format.gcpause import gc_paused
 from instrumentation.format.trace_columns import columns_from_trace
 from instrumentation.profiler.comm_lane import comm_events, trace_rank
 from instrumentation.profiler.gpu_lane import kernel_events
@@ -44,6 +45,11 @@ def flops_of(op: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ..
 
 def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> dict[str, Any]:
     """The trace of what ``recorder`` holds: ops, derived module spans, spans and memory counters."""
+    with gc_paused():  # thousands of small acyclic dicts: a collection would only walk them again
+        return _build_trace(recorder, schedule)
+
+
+def _build_trace(recorder: Recorder, schedule: dict[str, int] | None) -> dict[str, Any]:
     pid, host_tid = os.getpid(), fmt.TID_HOST
     ops, spans, memory = recorder.decoded()
     starts = ([op.start_ns for op in ops[:1]] + [s[2] for s in spans[:1]] + [c[3] for c in recorder.comm[:1]]
@@ -59,23 +65,23 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": host_tid, "args": {"name": "training thread"}},
     ]
     stacks = recorder.stacks if len(recorder.stacks) == len(ops) else None
-    texts: dict[tuple, tuple[str, str]] = {}  # (shapes, dtypes) -> their strings: formatted once per distinct pair
+    # NOTE: an op's event and args differ from those of the previous op with the same key only in times, step, stack
+    # and node: each is a copy of a template built once per key (no flops_of, no shape formatting per op)
+    templates: dict[tuple, tuple[dict[str, Any], dict[str, Any]]] = {}
     for index, op in enumerate(ops):
-        shapes, dtypes = op.input_shapes, op.input_dtypes
-        text = texts.get((shapes, dtypes))
-        if text is None:
-            text = texts[(shapes, dtypes)] = (fmt.format_shapes(shapes), ",".join(dtypes))
-        args = {fmt.ARG_STEP: op.step, fmt.ARG_MODULE: op.module, fmt.ARG_PHASE: op.phase, fmt.ARG_SHAPES: text[0],
-                fmt.ARG_DTYPE: text[1], fmt.ARG_BYTES: op.output_bytes}
-        flops = flops_of(op.op, shapes, dtypes, op.output_bytes) if shapes else None
-        if flops is not None:
-            args[fmt.ARG_FLOPS] = flops
+        key = (op.op, op.phase, op.module, op.input_shapes, op.input_dtypes, op.output_bytes)
+        template = templates.get(key)
+        if template is None:
+            template = templates[key] = _op_templates(op, pid, host_tid)
+        event, args = template[0].copy(), template[1].copy()
+        args[fmt.ARG_STEP] = op.step
         if stacks is not None:
             args[fmt.ARG_STACK] = list(stacks[index])
         if op.node is not None:
             args[fmt.ARG_NODE] = op.node
-        events.append({"ph": "X", "cat": fmt.CAT_OP, "name": op.op, "ts": (op.start_ns - base_ns) / 1000.0,
-                       "dur": (op.end_ns - op.start_ns) / 1000.0, "pid": pid, "tid": host_tid, "args": args})
+        event["ts"], event["dur"] = (op.start_ns - base_ns) / 1000.0, (op.end_ns - op.start_ns) / 1000.0
+        event["args"] = args
+        events.append(event)
     for path, phase, step, start, end in module_spans(ops):
         events.append({"ph": "X", "cat": fmt.CAT_MODULE, "name": path, "ts": us(start), "dur": (end - start) / 1000.0,
                        "pid": pid, "tid": host_tid, "args": {fmt.ARG_STEP: step, fmt.ARG_PHASE: phase}})
@@ -97,6 +103,19 @@ def build_trace(recorder: Recorder, schedule: dict[str, int] | None = None) -> d
                 "schedule": schedule or {}, "wall_time_at_ts_zero": wall_at_zero,
                 "steps": sorted({s[4] for s in spans if s[0] == fmt.CAT_STEP})}
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": metadata}
+
+
+def _op_templates(op: OpRecord, pid: int, tid: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The event and args of ``op`` with placeholders for what differs per execution (times, step)."""
+    shapes, dtypes = op.input_shapes, op.input_dtypes
+    args: dict[str, Any] = {fmt.ARG_STEP: -1, fmt.ARG_MODULE: op.module, fmt.ARG_PHASE: op.phase,
+                            fmt.ARG_SHAPES: fmt.format_shapes(shapes), fmt.ARG_DTYPE: ",".join(dtypes),
+                            fmt.ARG_BYTES: op.output_bytes}
+    flops = flops_of(op.op, shapes, dtypes, op.output_bytes) if shapes else None
+    if flops is not None:
+        args[fmt.ARG_FLOPS] = flops
+    event = {"ph": "X", "cat": fmt.CAT_OP, "name": op.op, "ts": 0.0, "dur": 0.0, "pid": pid, "tid": tid, "args": None}
+    return event, args
 
 
 def module_spans(ops: list[OpRecord]) -> list[tuple[str, str, int, int, int]]:
