@@ -1,6 +1,7 @@
 """Profiler cost per step and per op in CPU instructions (valgrind callgrind): deterministic where wall times are not.
 
-Run ``python bench/profiler_instructions.py [--root DIR] [--variants off,noop,oplog,profile,export] [--rows digits,64x32]``.
+Run ``python bench/profiler_instructions.py [--root DIR] [--variants off,noop,oplog,profile,export]
+[--rows digits,64x32]``.
 Each variant runs an MLP step of ``bench/mlp_rows.py`` under ``valgrind --tool=callgrind`` twice (``--short`` and
 ``--long`` steps after the same warm-up and a ``gc.freeze()``, one BLAS thread, ``PYTHONHASHSEED=0``); the difference
 of the two instruction totals divided by the difference of the step counts is the cost of one step, start-up
@@ -112,7 +113,8 @@ def main() -> int:
         return 0
     sys.path.insert(0, args.root)
     print(f"# instructions per MLP step (callgrind; {args.root}; steps {args.long} - {args.short})")
-    print(f"{'row':<8} {'variant':<10} {'instr/step':>12} {'vs off':>11} {'ratio':>7} {'ops/step':>9} {'vs off/op':>10}")
+    print(f"{'row':<8} {'variant':<10} {'instr/step':>12} {'vs off':>11} {'ratio':>7} {'ops/step':>9} "
+          f"{'vs off/op':>10}")
     for row in args.rows.split(","):
         ops = ops_per_step(row)
         base = None

@@ -37,6 +37,10 @@ def engine_step(row: tuple[int, int] | None = mlp_rows.DIGITS) -> Callable[[], N
     return mlp_rows.engine_step(row)
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = time.perf_counter  # --clock cpu: this process's CPU time (time descheduled on a loaded machine not counted)
+
+
 def timed_ms(step: Callable[[], None], steps: int, around: Callable[[], Any] | None = None) -> tuple[float, float]:
     """(ms per step with ``around``'s exit included, ms of that exit); ``around()`` gives a context manager entered
     outside the timed loop (its exit, the export, is timed).
@@ -47,13 +51,13 @@ def timed_ms(step: Callable[[], None], steps: int, around: Callable[[], Any] | N
     context = around() if around is not None else None
     if context is not None:
         context.__enter__()
-    start = time.perf_counter()
+    start = clock()
     for _ in range(steps):
         step()
-    steps_done = time.perf_counter()
+    steps_done = clock()
     if context is not None:
         context.__exit__(None, None, None)
-    end = time.perf_counter()
+    end = clock()
     return (end - start) * 1e3 / steps, (end - steps_done) * 1e3
 
 
@@ -232,15 +236,20 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--cycle-steps", type=int, default=100, help="steps per capture (export amortised over them)")
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="cpu: process CPU time, steadier than wall time when the machine is shared")
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--open-repeats", type=int, default=3, help="interleaved opens of the big trace, each way")
     parser.add_argument("--open-only", action="store_true", help="skip the step-time rows (uses a short sample run)")
     parser.add_argument("--skip-open", action="store_true", help="only the step-time rows (no big-trace opening)")
     args = parser.parse_args()
+    global clock
+    clock = CLOCKS[args.clock]
     args.rows = list(mlp_rows.ROWS) if args.rows == "all" else [mlp_rows.parse_row(r) for r in args.rows.split(",")]
     limits = single_threaded_blas()  # noqa: F841 - kept alive for the whole run
     print(f"# profiler overhead (1 BLAS/torch thread): MLPs 64-W-W-10 (row WxBATCH), Adam; {args.cycle_steps} steps "
-          f"per capture x {args.repeats} interleaved repeats; load average {_load()} on {os.cpu_count()} CPUs")
+          f"per capture x {args.repeats} interleaved repeats; {args.clock} clock; load average {_load()} on "
+          f"{os.cpu_count()} CPUs")
     if args.open_only:
         step = engine_step()
         with instrumentation.profile() as prof:

@@ -94,7 +94,9 @@ def _build_trace(recorder: Recorder, schedule: dict[str, int] | None) -> dict[st
     events.extend(comm_events(recorder.comm, recorder.comm_waits, us, pid))
     counter_keys: dict[str, tuple[str, str]] = {}  # device -> its two counter names
     for time_ns, device, allocated in memory:
-        keys = counter_keys.get(device) or counter_keys.setdefault(device, (f"{device}.allocated", f"{device}.reserved"))
+        keys = counter_keys.get(device)
+        if keys is None:
+            keys = counter_keys[device] = (f"{device}.allocated", f"{device}.reserved")
         events.append({"ph": "C", "name": fmt.COUNTER_MEMORY, "ts": (time_ns - base_ns) / 1000.0, "pid": pid,
                        "args": {keys[0]: allocated, keys[1]: allocated}})
     metadata = {"writer": "flowscope", "format_version": fmt.FORMAT_VERSION, "engine_version": engine.__version__,
