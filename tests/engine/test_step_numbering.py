@@ -127,3 +127,23 @@ def test_the_first_forward_op_opens_the_step_that_the_optimizer_closes(tmp_path)
         assert zeroed == (index, max(index - 1, 0), False)  # zero_grad runs no op: the last step is still the record's
         assert forward == backward == (index, index, True)  # a value logged after the forward is this step's
         assert stepped == (index + 1, index, False)
+
+
+@pytest.mark.parametrize("attach", [_nothing, _op_log], ids=["no recorder", "op recorder"])
+def test_a_replayed_graph_opens_its_step_like_eager_ops(attach, tmp_path) -> None:
+    """A traced forward (no optimizer inside) run after a step ended: the replay opens the next step, observed or
+    not, as the eager ops it replays would."""
+    hooks.reset_step(0)
+    model = nn.Linear(4, 2)
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.1)
+    forward = engine.function(lambda x: model(x).sum())
+    x = engine.tensor(np.ones((3, 4), np.float32))
+    seen = []
+    with attach(tmp_path):
+        for _ in range(3):  # the trace, then two replays
+            optimizer.step()  # ends the step (no gradients: nothing to update)
+            seen.append(_where())
+            forward(x)
+            seen.append(_where())
+    hooks.reset_step(0)
+    assert seen == [(1, 0, False), (1, 1, True), (2, 1, False), (2, 2, True), (3, 2, False), (3, 3, True)]
