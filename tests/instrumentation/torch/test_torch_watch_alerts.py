@@ -77,3 +77,27 @@ def test_pause_stops_observing_and_resume_starts_again(digits, tmp_path):
     assert sorted(logged["act/1/mean_abs"]) == [0, 1, 2, 3, 8, 9, 10, 11]
     assert sorted(logged["grad_norm/0.weight"]) == [0, 1, 2, 3, 8, 9, 10, 11]
     assert sorted(logged["train/loss"]) == list(range(12))  # the loss is logged while paused
+
+
+def test_without_an_optimizer_argument_any_optimizer_step_ends_a_step_and_evaluation_opens_none(digits, tmp_path):
+    model = mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    from instrumentation import SummaryWriter, watch
+
+    data = batches(digits, 6)
+    with SummaryWriter(tmp_path / "run") as writer, watch(model, writer, every=1) as handle:
+        for x, y in data:
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()  # torch's global step hooks: no optimizer was given
+            handle.log_loss(loss)
+            model.eval()
+            with torch.no_grad():
+                model(x)  # an evaluation forward between steps: no step of its own, no activation statistics
+            model.train()
+    logged = scalars(tmp_path / "run")
+    assert sorted(logged["update_ratio/0.weight"]) == sorted(logged["train/loss"]) == list(range(6))
+    assert sorted(logged["act/1/mean_abs"]) == list(range(6))
+    assert sorted(logged["perf/data_time_ms"]) == list(range(6))
+    assert all(value > 0 for step, value in logged["perf/data_time_ms"].items() if step > 0)
