@@ -13,6 +13,8 @@ the op's saved attributes. Anything else (a view, an array returned for two inpu
 from __future__ import annotations
 
 import time
+from itertools import repeat as _repeat
+from operator import is_ as _is
 from typing import Any, Sequence
 
 import numpy as np
@@ -162,11 +164,15 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
 def _owned(fn: Function, grad: Any, in_grads: Sequence[Any], array: Any) -> bool:
     """Whether ``array``, which ``fn.backward(grad)`` returned for one input, is a new array this walk alone holds
     (the module docstring's rule): only then may a leaf adopt it as its ``.grad`` without a copy."""
-    if array is grad or array.base is not None or _defined_outside_engine(type(fn)):
+    if array is grad or array.base is not None:
         return False
-    if sum(1 for g in in_grads if g is array) > 1:
+    outside = _outside_engine.get(type(fn))
+    if outside is None:
+        outside = _defined_outside_engine(type(fn))
+    # NOTE: identity tests as map(is_, ...) in C: no Python frame or bytecode per element (this runs per leaf)
+    if outside or sum(map(_is, in_grads, _repeat(array))) > 1:
         return False
-    return not any(value is array for value in vars(fn).values())
+    return not any(map(_is, fn.__dict__.values(), _repeat(array)))
 
 
 def _sum(previous: Any, new: Any, module: str) -> Any:
