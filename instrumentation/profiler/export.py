@@ -124,23 +124,31 @@ def module_spans(ops: list[OpRecord]) -> list[tuple[str, str, int, int, int]]:
     """(path, phase, step, start_ns, end_ns) for every run of consecutive ops under one module path prefix.
 
     A run ends where the next op lies outside the module, or the phase or step changes: forward and backward
-    visits of a layer are separate spans (backward ops carry the module of their forward op)."""
+    visits of a layer are separate spans (backward ops carry the module of their forward op). A span ends where
+    the last op of its run ends."""
     spans: list[tuple[str, str, int, int, int]] = []
-    open_chain: list[list] = []  # [path, phase, step, start, end] from outermost to innermost
+    open_chain: list[tuple[str, int]] = []  # (path, start_ns) from outermost to innermost, all of open_phase/step
+    open_phase, open_step, last_chain, last_end = None, None, None, 0
     for record in ops:
-        phase, step, start, end = record.phase, record.step, record.start_ns, record.end_ns
+        phase, step = record.phase, record.step
         chain = _ancestors(record.module)
+        same_run = phase == open_phase and step == open_step
+        if same_run and chain is last_chain:  # the same module as the op before: every open span goes on
+            last_end = record.end_ns
+            continue
         keep = 0
-        while (keep < len(open_chain) and keep < len(chain) and open_chain[keep][0] == chain[keep]
-               and open_chain[keep][1] == phase and open_chain[keep][2] == step):
-            keep += 1
-        for closed in reversed(open_chain[keep:]):
-            spans.append(tuple(closed))
+        if same_run:
+            limit = min(len(open_chain), len(chain))
+            while keep < limit and open_chain[keep][0] == chain[keep]:
+                keep += 1
+        for path, start in reversed(open_chain[keep:]):
+            spans.append((path, open_phase, open_step, start, last_end))
         del open_chain[keep:]
-        for entry in open_chain:
-            entry[4] = end
-        open_chain.extend([path, phase, step, start, end] for path in chain[keep:])
-    spans.extend(tuple(entry) for entry in reversed(open_chain))
+        for path in chain[keep:]:
+            open_chain.append((path, record.start_ns))
+        open_phase, open_step, last_chain, last_end = phase, step, chain, record.end_ns
+    for path, start in reversed(open_chain):
+        spans.append((path, open_phase, open_step, start, last_end))
     return spans
 
 
