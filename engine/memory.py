@@ -94,30 +94,6 @@ class Block:
                 f"step={self._step}, shape={self._shape}, dtype={self.dtype!r})")
 
 
-def _new_block(buffer_id: int, nbytes: int, device: str, category: str, op: str, module: str, phase: str, step: int,
-               shape: tuple, dtype: Any, site: Any, state: _DeviceState, tensors: int) -> Block:
-    """The allocator's one way to make a Block. NOTE: without a ``Block.__init__``: Python 3.11 calls a class's
-    ``__init__`` through C (about 3x a plain function call, once per allocation)."""
-    block = _make(Block)
-    block._buffer_id = buffer_id
-    block._bytes = nbytes
-    block._device = device
-    block._category = category
-    block._op = op
-    block._module = module
-    block._phase = phase
-    block._step = step
-    block._shape = shape
-    block._dtype = dtype
-    block._site = site
-    block._state = state  # the device's _DeviceState (the allocator's: no field)
-    block._tensors = tensors  # tensor references (a pool block's device pointer holds one more)
-    return block
-
-
-_make = object.__new__
-
-
 @dataclass(frozen=True, slots=True)
 class StepPeak:
     """The highest allocated bytes since ``reset_step_peak`` and the bytes per category at that moment."""
@@ -190,11 +166,9 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
     nbytes = root.nbytes
     if state.limit is not None and state.allocated + nbytes > state.limit and check_limit:
         raise _refused(nbytes, state, device, op)
-    _count_in(state, nbytes, category)
     state.live_tensors += 1
     if not _hooks.memory_observed:
-        _buffers[key] = _new_block(key, nbytes, device, category, op, _hooks.module_stack[-1], _hooks.phase,
-                                   _hooks._step, array.shape, array.dtype, site, state, 1)
+        _add(key, nbytes, device, state, category, op, array.shape, array.dtype, site)
         return key
     if site is None:  # NOTE: asked here, not in a helper: the site recorder's stack walk starts above our caller
         site, site_of = _hooks.site_scope, _hooks.allocation_site
@@ -203,14 +177,14 @@ def register(array: Any, category: str = "activation", op: str = "", site: Any =
                 site = site_of()
             except Exception as error:  # noqa: BLE001 - recording must never break an allocation
                 _hooks.report_failure(site_of, error)
-    block = _buffers[key] = _new_block(key, nbytes, device, category, op, _hooks.module_stack[-1], _hooks.phase,
-                                       _hooks._step, array.shape, array.dtype, site, state, 1)
-    _announce_alloc(block, release)
+    _announce_alloc(_add(key, nbytes, device, state, category, op, array.shape, array.dtype, site), release)
     return key
 
 
-def _count_in(state: _DeviceState, nbytes: int, category: str) -> None:
-    """Count a new buffer of ``nbytes`` for ``category`` on the device of ``state``: bytes, category, peaks."""
+def _add(key: int, nbytes: int, device: str, state: _DeviceState, category: str, op: str, shape: tuple, dtype: Any,
+         site: Any) -> Block:
+    """Count a new buffer of ``nbytes`` for ``category`` on ``device`` (bytes, category, peaks) and keep its Block
+    (module, phase and step: the hooks' now; one reference). The allocator's one way to make a Block."""
     allocated = state.allocated = state.allocated + nbytes
     categories = state.categories
     categories[category] = categories.get(category, 0) + nbytes
@@ -220,6 +194,21 @@ def _count_in(state: _DeviceState, nbytes: int, category: str) -> None:
     if allocated > state.peak:
         state.peak = allocated
     state.live_buffers += 1
+    block = _buffers[key] = Block()
+    block._buffer_id = key
+    block._bytes = nbytes
+    block._device = device
+    block._category = category
+    block._op = op
+    block._module = _hooks.module_stack[-1]
+    block._phase = _hooks.phase
+    block._step = _hooks._step
+    block._shape = shape
+    block._dtype = dtype
+    block._site = site
+    block._state = state  # the device's figures (the allocator's: no field)
+    block._tensors = 1  # references: tensors, and a pool block's device pointer
+    return block
 
 
 def _announce_alloc(block: Block, undo: Any) -> None:
@@ -238,19 +227,16 @@ def _announce_alloc(block: Block, undo: Any) -> None:
 
 
 def release(key: int) -> None:
-    """Drop one tensor's reference to a registered buffer; the buffer is freed with its last reference."""
+    """Drop one tensor's reference to a registered buffer; the buffer is freed with its last reference (and the
+    recorders told: the allocator's one caller of ``buffer_free`` and of ``buffer_history`` frees)."""
     block = _buffers.get(key)
     if block is None:
         return
-    block._state.live_tensors -= 1
-    block._tensors -= 1
-    if not block._tensors:
-        _free(key, block)
-
-
-def _free(key: int, block: Block) -> None:
-    """Forget a buffer whose last reference went (a tensor's, or a pool block's pointer) and tell the recorders."""
     state = block._state
+    state.live_tensors -= 1
+    block._tensors -= 1
+    if block._tensors:
+        return
     if state.rising:  # the first free after a peak: the buffers live now are the peak's
         _leave_peak(state, block._device)
     del _buffers[key]
@@ -258,7 +244,7 @@ def _free(key: int, block: Block) -> None:
     state.allocated -= nbytes
     state.categories[block._category] -= nbytes
     state.live_buffers -= 1
-    if _hooks.free_observed:  # the allocator's one caller of buffer_free and buffer_history frees
+    if _hooks.free_observed:
         if _hooks.buffer_free:
             _hooks.emit(_hooks.buffer_free, key, nbytes, block._device, block._category, block._op)
         if _hooks.buffer_history:
@@ -541,10 +527,7 @@ def register_block(pointer: int, nbytes: int, device: str, category: str = "temp
     ``check_device_room``); returns the key for ``release_block``. Recorders hear of it as of a CPU buffer (no site
     is asked: the pool is called from inside the op)."""
     key = -pointer
-    state = _state(device)
-    _count_in(state, nbytes, category)
-    block = _buffers[key] = _new_block(key, nbytes, device, category, op, _hooks.module_stack[-1], _hooks.phase,
-                                       _hooks._step, (nbytes,), _POOL_DTYPE, None, state, 1)
+    block = _add(key, nbytes, device, _state(device), category, op, (nbytes,), _POOL_DTYPE, None)
     _pool_blocks.add(key)
     if _hooks.memory_observed:
         _announce_alloc(block, release_block)
@@ -557,12 +540,17 @@ def release_block(key: int) -> None:
     if block is None or key not in _pool_blocks:
         return
     _pool_blocks.discard(key)
-    block._state.live_tensors -= block._tensors - 1  # tensors still referring to it (their release finds no block)
-    _free(key, block)
+    # the tensors still referring to it are gone from the count (their release finds no block); release takes one
+    # tensor off as it drops the last reference: the pointer's, which is no tensor
+    block._state.live_tensors -= block._tensors - 2
+    block._tensors = 1
+    release(key)
 
 
 def _claim(root: Any, category: str, op: str) -> int | None:
-    """A tensor takes the pool block holding ``root`` (None when no pool hook registered it)."""
+    """A tensor takes the pool block holding ``root`` (None when no pool hook registered it). The first tensor of a
+    block names it: the block is made again under the tensor's category, op, shape and dtype (the one handed out
+    before keeps its fields); its bytes stay counted."""
     try:
         key = -root.data.mem.ptr
     except AttributeError:
@@ -571,12 +559,12 @@ def _claim(root: Any, category: str, op: str) -> int | None:
     if block is None or key not in _pool_blocks:
         return None
     state = block._state
-    if block._tensors == 1:  # only the pointer's reference: the first tensor of the block names it, in a new Block
-        categories, nbytes = state.categories, block._bytes
-        categories[block._category] -= nbytes
-        categories[category] = categories.get(category, 0) + nbytes
-        block = _buffers[key] = _new_block(key, nbytes, block._device, category, op, block._module, block._phase,
-                                           block._step, root.shape, root.dtype, block._site, state, 1)
+    if block._tensors == 1:  # only the pointer's reference
+        nbytes = block._bytes
+        state.allocated -= nbytes
+        state.categories[block._category] -= nbytes
+        state.live_buffers -= 1
+        block = _add(key, nbytes, block._device, state, category, op, root.shape, root.dtype, block._site)
     block._tensors += 1
     state.live_tensors += 1
     return key

@@ -168,8 +168,20 @@ def test_a_block_handed_out_before_a_claim_is_unchanged_after_it(device):
     assert (block.bytes, block.category, block.op, block.shape, block.dtype) == fields
     assert [(b.category, b.op, b.shape) for b in memory.live_set_blocks(record, device)] == [("temporary", "", (4096,))]
     assert memory.live_groups(record) == groups_before
+    assert memory.live_tensors(device) == 1
     memory.release(claimed)
-    assert memory.allocated_bytes(device) == 4096  # the pointer still holds it
+    assert memory.allocated_bytes(device) == 4096 and memory.live_tensors(device) == 0  # the pointer still holds it
+
+
+def test_a_pool_block_whose_pointer_dies_takes_its_tensors_off_the_count(device):
+    key = memory.register_block(POINTER, 2048, device)
+    array = DeviceArray(POINTER, (512,), "float32")
+    assert memory.register(array, "activation", "Relu") == memory.register(array, "activation", "Relu") == key
+    assert (memory.live_tensors(device), memory.stats(device).live_buffers) == (2, 1)
+    memory.release_block(key)
+    assert (memory.live_tensors(device), memory.stats(device).live_buffers, memory.allocated_bytes(device)) == (0, 0, 0)
+    memory.release(key)  # the tensors' own releases find no block
+    assert memory.live_tensors(device) == 0
 
 
 def test_blocks_are_read_only(device):
