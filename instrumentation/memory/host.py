@@ -22,7 +22,8 @@ class HostMemoryWatch:
     With ``attribution=True`` tracemalloc runs from the end of the warm-up (costly: every Python allocation is
     traced; see bench/memory_overhead.py) and the growth is attributed to the source lines whose traced memory
     grew most since then (each traced allocation counted at its innermost frame outside the standard library,
-    installed packages and flowscope; ``frames`` frames are traced). ``attribution`` is a list of {"site", "bytes_per_step", "count_per_step"}."""
+    installed packages and flowscope; ``frames`` frames are traced). ``attribution`` is a list of {"site",
+    "bytes_per_step", "count_per_step"}."""
 
     def __init__(self, settings: LeakSettings, *, attribution: bool = False, frames: int = 8,
                  min_bytes_per_step: float = HOST_MIN_BYTES_PER_STEP) -> None:

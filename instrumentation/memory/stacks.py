@@ -19,13 +19,14 @@ _getframe = sys._getframe
 class StackRecorder:
     """``capture()`` returns an interned tuple of up to ``depth`` user frames, innermost first.
 
-    Frames whose file lies under ``engine/`` or ``instrumentation/`` (but not ``instrumentation/demo/``) are skipped (so a leak points at the user's
-    line, not at ``Linear.forward``). Per file name the internal/user decision is cached; per sequence of
-    (code, last instruction) the formatted tuple is cached, so steady-state training reads no line numbers (a
-    frame's ``f_lineno`` decodes the line table) and formats no strings. Internal frames are recognised by their
-    code's file name (a string: its hash is cached). NOTE: user frames' code objects are keyed by id: ``hash(code)``
-    is not cached and hashes the constants of the code (costly for a module's or a long function's); the table
-    keeps every user code object it has seen alive, so an id is never reused while it is in the table."""
+    Frames whose file lies under ``engine/`` or ``instrumentation/`` (but not ``instrumentation/demo/``) are skipped
+    (so a leak points at the user's line, not at ``Linear.forward``). Per file name the internal/user decision is
+    cached; per sequence of (code, last instruction) the formatted tuple is cached, so steady-state training reads
+    no line numbers (a frame's ``f_lineno`` decodes the line table) and formats no strings. Internal frames are
+    recognised by their code's file name (a string: its hash is cached). NOTE: user frames' code objects are keyed
+    by id: ``hash(code)`` is not cached and hashes the constants of the code (costly for a module's or a long
+    function's); the table keeps every user code object it has seen alive, so an id is never reused while it is in
+    the table."""
 
     __slots__ = ("depth", "_codes", "_internal_files", "_user_files", "_interned", "capture")
 

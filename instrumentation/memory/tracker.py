@@ -123,7 +123,8 @@ class MemoryTracker:
         self._add_scalar_dict = getattr(writer, "add_scalar_dict", None)
         self.alerts = AlertWriter(self.run_dir)
         self.model, self.leak_settings = model, leak
-        self.peak_snapshots, self.peak_snapshot_interval_s, self.peak_growth = peak_snapshots, peak_snapshot_interval_s, peak_growth
+        self.peak_snapshots, self.peak_snapshot_interval_s = peak_snapshots, peak_snapshot_interval_s
+        self.peak_growth = peak_growth
         self.host_every_steps, self.host_every_s = host_every_steps, host_every_s
         self.snapshots: list[str] = []  # paths written, oldest first
         self._stacks = stacks
@@ -677,13 +678,14 @@ class MemoryTracker:
         # NOTE: allocated = the live bytes at that step end (the window's last value), as the chart's point there
         path = self._write(self._snapshot(device, names.LEAK, step, live, allocated_bytes=int(found.values[-1]),
                                           peak_bytes=peak_bytes, extra={"groups": evidence_groups}, phase=TRAINING))
-        message = f"live memory on {device} grows {format_bytes(found.slope)}/step over steps {found.steps[0]}–{found.steps[-1]}"
+        message = (f"live memory on {device} grows {format_bytes(found.slope)}/step over steps "
+                   f"{found.steps[0]}–{found.steps[-1]}")
         subject = device
         if groups:
             top = groups[0]
             subject = top.site
-            message += (f": {top.count_per_step:.3g} {top.category} block(s) of shape {list(top.shape)} {top.dtype} per step "
-                        f"{top.origin()}, {format_bytes(top.bytes_per_step)}/step")
+            message += (f": {top.count_per_step:.3g} {top.category} block(s) of shape {list(top.shape)} {top.dtype} "
+                        f"per step {top.origin()}, {format_bytes(top.bytes_per_step)}/step")
         self.alerts.write(Alert(kind=names.LEAK, severity="warning", subject=subject,
                                 message=f"{message}. Likely cause: {cause}", step=step,
                                 evidence={"device": device, names.BYTES_PER_STEP: found.slope,

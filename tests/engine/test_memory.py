@@ -78,7 +78,8 @@ def test_oom_in_forward_names_bytes_limit_and_op_then_succeeds_without_limit():
     error = info.value
     assert isinstance(error, MemoryError) and error.op == "Exp"
     message = str(error)
-    for part in ("op 'Exp'", "40000 bytes", f"{base.allocated_bytes} bytes) in use", f"({base.allocated_bytes + 1000} bytes)", "cpu"):
+    for part in ("op 'Exp'", "40000 bytes", f"{base.allocated_bytes} bytes) in use",
+                 f"({base.allocated_bytes + 1000} bytes)", "cpu"):
         assert part in message, (part, message)
     assert (error.requested_bytes, error.allocated_bytes, error.limit_bytes) == (40000, base.allocated_bytes,
                                                                                 base.allocated_bytes + 1000)

@@ -7,7 +7,8 @@ elapsed time and appends one record per op, ``(op index, stream, start_ns, end_n
 ops recorded since ``start()`` (the profiler's op log appends the same ops in the same order). Clock alignment:
 right after the step end's wait the device is idle, so a reference event recorded then runs at once; its host
 time and the events' elapsed times from it place the next step's kernels on the host clock (the first reference
-is taken at ``start`` after one synchronisation). ``listeners`` are called after each read with ``(step, step records)``.
+is taken at ``start`` after one synchronisation). ``listeners`` are called after each read with ``(step, step
+records)``.
 """
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def test_a_growing_cache_raises_a_leak_alert_naming_the_stage_and_its_line(make_
     assert top["op"].startswith("cache() at ") and top["op"].endswith(built_at)
     assert top["bytes_per_step"] == pytest.approx(element_bytes, rel=0.02)
     assert built_at in top["site"]  # the line itself with stacks, inside "(no stack) op ..." without
-    assert f"held by the input pipeline's cache() at " in alert.message and built_at in alert.message
+    assert "held by the input pipeline's cache() at " in alert.message and built_at in alert.message
     assert "first pass" in alert.evidence["cause"]
 
 

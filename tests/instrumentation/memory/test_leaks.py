@@ -44,7 +44,8 @@ def the_leak(tracker, allocated: list[int]):
     expected = oracle_bytes_per_step(allocated)
     assert expected > 0
     assert alert.evidence["bytes_per_step"] == pytest.approx(expected, rel=0.05)
-    assert alert.evidence["snapshot"] and (Path(snapshot_dir(tracker.run_dir)) / (alert.evidence["snapshot"] + ".snapshot.json.gz")).exists()
+    snapshot = Path(snapshot_dir(tracker.run_dir)) / (alert.evidence["snapshot"] + ".snapshot.json.gz")
+    assert alert.evidence["snapshot"] and snapshot.exists()
     return alert, sites(alert)
 
 

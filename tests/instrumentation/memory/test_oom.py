@@ -34,7 +34,8 @@ def test_oom_writes_snapshot_alert_and_flushes_then_raises_the_original_error(ma
     assert snapshot.allocator.limit == LIMIT_BYTES
     assert snapshot.allocator.largest_free_block == LIMIT_BYTES - error.allocated_bytes
     kept = [b for b in snapshot.blocks if b.op == "Linear" and b.module == "fc1"]
-    assert kept and all(b.stack[0].split(" ")[0].endswith(f"training_loops.py:{line_of('# leak: fc1 output')}") for b in kept)
+    leak_line = f"training_loops.py:{line_of('# leak: fc1 output')}"
+    assert kept and all(b.stack[0].split(" ")[0].endswith(leak_line) for b in kept)
     assert all(b.bytes == BATCH * HIDDEN * 4 for b in kept)
 
     [alert] = AlertReader(Path(tracker.run_dir) / ALERTS_RELPATH).read()

@@ -125,7 +125,8 @@ def test_pause_stops_observing_and_resume_goes_on(make_tracker) -> None:
     scalars = read_scalars(tracker.run_dir)["mem/cpu/allocated_bytes"]
     assert sorted(scalars) == [0, 1, 2, 5, 6]
     blocks = {block.shape: block for block in read_snapshot(tracker.snapshot()).blocks}
-    assert blocks[(13,)].stack == () and blocks[(17,)].stack[0].endswith("test_pause_stops_observing_and_resume_goes_on")
+    assert blocks[(13,)].stack == ()
+    assert blocks[(17,)].stack[0].endswith("test_pause_stops_observing_and_resume_goes_on")
     assert len(tracker._history_now()) > history_before
     tracker.close()
     tracker.resume()  # closed: nothing
