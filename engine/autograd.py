@@ -6,15 +6,15 @@ backward from those same calls, so a replay repeats this walk's arithmetic.
 
 Ownership of gradients (no reference counting): a leaf's gradient array becomes its ``.grad`` as it is only when
 this walk owns it — a sum the walk computed (``previous + new``), the seed it made, or a new array (not a view) that
-an engine op's backward returned for that one input, that is neither the gradient the node was given nor one of
-the op's saved attributes. Anything else (a view, an array returned for two inputs, a user-defined op's result,
-``engine.grad``'s results) is copied first, so no two leaves' ``.grad`` share memory.
+an engine op's backward returned for that one input, that is neither the gradient the node was given nor (when
+``retain_graph`` keeps the node's state) one of the op's saved attributes. Anything else (a view, an array
+returned for two inputs, a user-defined op's result, ``engine.grad``'s results) is copied first, so no two leaves'
+``.grad`` share memory. (Engine ops never return an input's own array as its gradient; the ownership tests check
+every op family for it.)
 """
 from __future__ import annotations
 
 import time
-from itertools import repeat as _repeat
-from operator import is_ as _is
 from typing import Any, Sequence
 
 import numpy as np
@@ -149,7 +149,8 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
                 if parent._ctx is not None:
                     pending.add(parent._ctx, parent_grad, fn.name + "Backward", fn.module)
                 elif wanted is None or id(parent) in wanted:
-                    _collect(results, parent, parent_grad, _owned(fn, grad, in_grads, parent_grad), fn.module)
+                    _collect(results, parent, parent_grad, _owned(fn, grad, in_grads, parent_grad, retain_graph),
+                             fn.module)
             in_grads = parent_grad = None
             pending.pop(fn)
             free(fn, retain_graph)
@@ -161,7 +162,7 @@ def _run(outputs: Sequence[Tensor], seeds: Sequence[np.ndarray], retain_graph: b
     return results
 
 
-def _owned(fn: Function, grad: Any, in_grads: Sequence[Any], array: Any) -> bool:
+def _owned(fn: Function, grad: Any, in_grads: Sequence[Any], array: Any, retain_graph: bool) -> bool:
     """Whether ``array``, which ``fn.backward(grad)`` returned for one input, is a new array this walk alone holds
     (the module docstring's rule): only then may a leaf adopt it as its ``.grad`` without a copy."""
     if array is grad or array.base is not None:
@@ -169,10 +170,19 @@ def _owned(fn: Function, grad: Any, in_grads: Sequence[Any], array: Any) -> bool
     outside = _outside_engine.get(type(fn))
     if outside is None:
         outside = _defined_outside_engine(type(fn))
-    # NOTE: identity tests as map(is_, ...) in C: no Python frame or bytecode per element (this runs per leaf)
-    if outside or sum(map(_is, in_grads, _repeat(array))) > 1:
+    if outside:
         return False
-    return not any(map(_is, fn.__dict__.values(), _repeat(array)))
+    returned = 0
+    for g in in_grads:
+        if g is array:
+            returned += 1
+    if returned > 1:
+        return False
+    if retain_graph:  # the op keeps what it saved (else the walk frees it right after this node)
+        for value in fn.__dict__.values():
+            if value is array:
+                return False
+    return True
 
 
 def _sum(previous: Any, new: Any, module: str) -> Any:
