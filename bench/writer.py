@@ -42,7 +42,8 @@ STEP_TAGS = [f"{kind}/layer{i}.weight" for kind in ("grad_norm", "update_ratio")
     [f"act/layer{i}/mean_abs" for i in range(6)] + ["train/loss", "train/learning_rate"]
 
 
-def step_scalars_us_per_step(name: str, make_writer: Callable[..., object], log_dir: str, steps: int) -> tuple[float, float]:
+def step_scalars_us_per_step(name: str, make_writer: Callable[..., object], log_dir: str,
+                             steps: int) -> tuple[float, float]:
     """One training step's metrics (len(STEP_TAGS) scalars): flowscope's add_scalar_rows (one row, one call per
     step), the peers' add_scalar per value. (µs per step on the calling thread, µs per step including the final
     flush.)"""
@@ -121,7 +122,8 @@ def main() -> None:
     parser.add_argument("--scalars", type=int, default=100_000)
     parser.add_argument("--read-events", type=int, default=1_000_000)
     parser.add_argument("--tensorboard-read-limit", type=int, default=1_000_000,
-                        help="events TensorBoard's loader reads of the file (its rate is steady; lower it to save time)")
+                        help="events TensorBoard's loader reads of the file (its rate is steady; lower it to save "
+                             "time)")
     args = parser.parse_args()
     writers = _writers()
     rows: list[tuple[str, str, str, str]] = []

@@ -68,7 +68,8 @@ class SummaryWriter:
         self._async = AsyncEventWriter(self.log_dir, max_queue=max_queue, flush_secs=flush_secs,
                                        filename_suffix=filename_suffix)
         self._put = self._async.put
-        self._queue_append, self._queue, self._max_queue = self._async.queue.append, self._async.queue, self._async.max_queue
+        self._queue, self._max_queue = self._async.queue, self._async.max_queue
+        self._queue_append = self._queue.append
         self._checked_tags: set[tuple[str, ...]] = set()  # the tuples add_scalar_rows checked
         self._last_tags: tuple[str, ...] | None = None  # ... the last one it was passed
         self._embeddings: list[embedding.EmbeddingEntry] = []  # what projector_config.pbtxt lists
@@ -208,14 +209,16 @@ class SummaryWriter:
         """One image (CHW, HWC, HW, ...; uint8 as is, floats taken as [0, 1]), PNG-encoded on the writer thread."""
         check_tag(tag)
         hwc = images.to_hwc(tag, img_tensor, dataformats, batch=False)
-        self._put_built(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
+        self._put_built(None, _image_record, tag, hwc, to_step(global_step),
+                        time.time() if walltime is None else walltime)
 
     def add_images(self, tag: str, img_tensor: Any, global_step: int | None = None, walltime: float | None = None,
                    dataformats: str = "NCHW") -> None:
         """A batch of images (NCHW or NHWC, 1 or 3 channels) as one image, 8 to a row (torch's grid)."""
         check_tag(tag)
         hwc = images.to_hwc(tag, img_tensor, dataformats, batch=True)
-        self._put_built(None, _image_record, tag, hwc, to_step(global_step), time.time() if walltime is None else walltime)
+        self._put_built(None, _image_record, tag, hwc, to_step(global_step),
+                        time.time() if walltime is None else walltime)
 
     def add_figure(self, tag: str, figure: Any, global_step: int | None = None, close: bool = True,
                    walltime: float | None = None) -> None:

@@ -47,7 +47,8 @@ def test_images_match_torch_pixel_for_pixel(tmp_path, method, case):
     theirs = torch_tensorboard.SummaryWriter(str(tmp_path / "torch"))
     getattr(theirs, method)("pic", array, 3, dataformats=dataformats)
     theirs.close()
-    ours_read, torch_read = _accumulator(tmp_path / "ours").Images("pic"), _accumulator(tmp_path / "torch").Images("pic")
+    ours_read = _accumulator(tmp_path / "ours").Images("pic")
+    torch_read = _accumulator(tmp_path / "torch").Images("pic")
     assert [e.step for e in ours_read] == [3]
     ours, reference = ours_read[0], torch_read[0]
     assert (ours.width, ours.height) == (reference.width, reference.height)
@@ -97,7 +98,8 @@ def test_figure_is_rendered_like_torch(tmp_path):
     theirs.add_figure("figs", [figure(), figure()], 0)
     theirs.close()
     for tag in ("fig", "figs"):
-        ours, reference = _accumulator(tmp_path / "ours").Images(tag)[0], _accumulator(tmp_path / "torch").Images(tag)[0]
+        ours = _accumulator(tmp_path / "ours").Images(tag)[0]
+        reference = _accumulator(tmp_path / "torch").Images(tag)[0]
         np.testing.assert_array_equal(_pixels(ours.encoded_image_string), _pixels(reference.encoded_image_string))
     assert _pixels(ours.encoded_image_string).shape == (75, 200, 3)
     assert pyplot.get_fignums() == []  # close=True closed them
