@@ -36,8 +36,8 @@ __all__ = ["RECORDER_METHODS", "HOOK_POINTS", "CommEvent", "CommWaitEvent", "Dat
            "add_recorder", "remove_recorder", "subscribe", "unsubscribe", "observers", "emit", "record_op_begin",
            "record_op", "record_module_begin", "record_module_end", "report_failure", "enter_site_scope",
            "exit_site_scope", "dtype_name", "op_event", "current_step", "step_of_record", "step_is_open",
-           "current_module", "current_phase", "set_phase", "mark_step_begin", "mark_step_end", "cancel_step_begin",
-           "report_data_wait", "reset_step"]
+           "current_module", "current_phase", "set_phase", "mark_step_begin", "begin_step_at_op",
+           "mark_step_end", "cancel_step_begin", "report_data_wait", "reset_step"]
 
 # What a user's observer may implement (``subscribe``).
 HOOK_POINTS = ("op_start", "op_end", "alloc", "free", "oom", "step_begin", "step_end", "data_wait", "module_begin",
@@ -405,6 +405,12 @@ def mark_step_begin() -> None:
     _step_start_ns = _now()
     if step_begin:
         emit(step_begin, StepEvent(_step, _step_start_ns, 0))
+
+
+def begin_step_at_op() -> None:
+    """A forward op is about to run (``Function.__call__``): it opens the step if none is open."""
+    if not _step_open and phase == "forward":
+        mark_step_begin()
 
 
 def mark_step_end() -> None:

@@ -98,7 +98,9 @@ class Function:
     def __call__(self, *inputs: Tensor) -> Tensor:
         needs_grad = _grad_enabled and any(t.requires_grad for t in inputs)
         if _hooks.call_hooks_due:  # recorders watch ops, or this op opens the step
-            return self._call_observed(inputs, needs_grad)
+            if _hooks.ops_observed:
+                return self._call_observed(inputs, needs_grad)
+            _hooks.begin_step_at_op()
         arrays = [t._data for t in inputs]
         if _cuda.in_use:
             self.xp = _op_array_module(type(self).__name__, arrays, _hooks.module_stack[-1])
@@ -145,8 +147,7 @@ class Function:
     def _call_observed(self, inputs: tuple[Tensor, ...], needs_grad: bool) -> Tensor:
         """``__call__`` through the dispatch core (``engine.hooks``): the step opened if it is not, then ``call_begin``
         and ``op_begin`` before the op computes, ``call`` and ``op`` after its result is registered."""
-        if not _hooks._step_open and _hooks.phase == "forward":
-            _hooks.mark_step_begin()
+        _hooks.begin_step_at_op()
         arrays = [t._data for t in inputs]
         name, module = type(self).__name__, _hooks.module_stack[-1]
         if _cuda.in_use:
