@@ -220,7 +220,8 @@ def _call_backward(fn: Function, grad: np.ndarray) -> tuple[Any, ...]:
     cls = type(fn)
     name = _backward_names.get(cls) or _backward_names.setdefault(cls, cls.__name__ + "Backward")
     module, inputs = fn.module, (grad,)
-    _hooks.record_op_begin(name, module, inputs)
+    if _hooks.op_begin:
+        _hooks.record_op_begin(name, module, inputs)
     scope = _hooks.site_scope
     outside = scope is not None and _defined_outside_engine(cls)
     if outside:

@@ -258,27 +258,42 @@ def emit(methods: tuple, *args: Any) -> None:
     for method in methods:
         try:
             method(*args)
-        except PropagatingError:
-            raise
         except Exception as error:  # noqa: BLE001 - observing must never break training
-            report_failure(method, error)
+            _recorder_raised(method, error)
+
+
+def _recorder_raised(method: Any, error: Exception) -> None:
+    """The one rule for a recorder's exception: a ``PropagatingError`` goes through, any other is reported once."""
+    if isinstance(error, PropagatingError):
+        raise error
+    report_failure(method, error)
 
 
 def record_op_begin(name: str, module: str, inputs: Any) -> None:
-    """``op_begin`` recorders, for a forward op, a backward node or a replayed node: the one caller of that point."""
-    if op_begin:
-        emit(op_begin, name, module, inputs)
+    """``op_begin`` recorders, for a forward op, a backward node or a replayed node: the one caller of that point
+    (callers test ``hooks.op_begin`` first)."""
+    emit(op_begin, name, module, inputs)
 
 
 def record_op(name: str, module: str, inputs: Any, outputs: tuple, start_ns: int) -> None:
     """``op`` recorders (``output_bytes``: the size of ``outputs``' arrays; None entries are inputs without a
-    gradient): the one caller of that point, for forward ops, backward nodes and replayed nodes."""
-    if op:
-        nbytes = 0
-        for out in outputs:
-            if out is not None:
-                nbytes += getattr(out, "nbytes", 0)
-        emit(op, name, module, inputs, outputs, nbytes, start_ns)
+    gradient): the one caller of that point, for forward ops, backward nodes and replayed nodes. It calls them
+    itself (``emit``'s loop and rule, one frame less per observed op)."""
+    methods = op
+    if not methods:
+        return
+    nbytes = 0
+    for out in outputs:
+        if out is not None:
+            nbytes += getattr(out, "nbytes", 0)
+    if site_scope is not None:
+        _emit_outside_site_scope(methods, (name, module, inputs, outputs, nbytes, start_ns))
+        return
+    for method in methods:
+        try:
+            method(name, module, inputs, outputs, nbytes, start_ns)
+        except Exception as error:  # noqa: BLE001 - observing must never break training
+            _recorder_raised(method, error)
 
 
 def record_module_begin(path: str, module_type: str) -> None:

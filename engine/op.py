@@ -156,7 +156,8 @@ class Function:
             self._check_room(arrays)
         if _hooks.call_begin:
             _hooks.emit(_hooks.call_begin, self, inputs)
-        _hooks.record_op_begin(name, module, arrays)
+        if _hooks.op_begin:
+            _hooks.record_op_begin(name, module, arrays)
         start_ns = _now()
         try:
             out = self.forward(*arrays)

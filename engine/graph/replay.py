@@ -183,7 +183,8 @@ def _observed(node: Any, fn: Callable[..., Any], ins: tuple) -> Any:
     name, module = node.op, node.module
     _hooks.graph_node = node.id
     try:
-        _hooks.record_op_begin(name, module, list(ins))
+        if _hooks.op_begin:
+            _hooks.record_op_begin(name, module, list(ins))
         start_ns = _now()
         out = fn(*ins)
         _hooks.record_op(name, module, list(ins), out if isinstance(out, tuple) else (out,), start_ns)
