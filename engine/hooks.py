@@ -252,14 +252,19 @@ def observers() -> tuple[Any, ...]:
 def emit(methods: tuple, *args: Any) -> None:
     """Call each of ``methods`` (a per-method tuple, e.g. ``hooks.step_end``) with ``args``: a PropagatingError goes
     through, any other error is reported once (``report_failure``) and the others are still called."""
-    if site_scope is not None:  # a recorder is code of its own: what it allocates is not the engine call's
-        _emit_outside_site_scope(methods, args)
-        return
-    for method in methods:
-        try:
-            method(*args)
-        except Exception as error:  # noqa: BLE001 - observing must never break training
-            _recorder_raised(method, error)
+    global site_scope
+    scope = site_scope
+    if scope is not None:  # a recorder is code of its own: what it allocates is not the engine call's
+        site_scope = None  # NOTE: cleared here, not in a helper: the allocator emits inside backward's scope
+    try:
+        for method in methods:
+            try:
+                method(*args)
+            except Exception as error:  # noqa: BLE001 - observing must never break training
+                _recorder_raised(method, error)
+    finally:
+        if scope is not None:
+            site_scope = scope
 
 
 def _recorder_raised(method: Any, error: Exception) -> None:
