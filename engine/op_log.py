@@ -173,7 +173,8 @@ class OpLog:
 
 def _recorder(log: OpLog) -> Callable[[str, str, Any, Any, int, int], None]:
     """``log.op``: the per-op append (see OpLog)."""
-    lookup, intern, extend, shapes, nodes = log._codes.get, log.intern_raw, log.data.extend, log.record_shapes, log.nodes
+    lookup, intern, extend = log._codes.get, log.intern_raw, log.data.extend
+    shapes, nodes = log.record_shapes, log.nodes
     cpu, hooks, now = _memory._state("cpu"), _hooks, _now  # NOTE: the cpu state object lives as long as the process
 
     def op(name: str, module: str, arrays: Any, outputs: Any, output_bytes: int, start_ns: int) -> None:

@@ -26,7 +26,8 @@ class OnDemandCapture:
     step instead. Idle cost per step: one clock read and a comparison; a ``stat`` at most every
     ``check_interval_ms``. A host that visits step boundaries of its own choosing (``watch()``: the steps it
     samples) calls ``check()`` there instead of ``start()``: nothing at the other steps, and a claimed request
-    subscribes the capture to ``step_end`` until its steps are recorded. A request is claimed by renaming it (``capture_request.running.json``), the next
+    subscribes the capture to ``step_end`` until its steps are recorded. A request is claimed by renaming it
+    (``capture_request.running.json``), the next
     ``steps`` steps are recorded, the trace is written from a background thread and the outcome file
     (``capture_request.done.json``) names the capture id. While started, the run's ``capture_listener.json`` names
     this process (its modification time, refreshed at each check, is the heartbeat), so that the board can tell a

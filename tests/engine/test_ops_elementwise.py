@@ -71,7 +71,8 @@ def test_matmul_one_side_constant():
     ("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), {"away_from": (0.0,)}),
     ("leaky_relu", lambda x: x.leaky_relu(0.1), lambda x: np.where(x > 0, x, 0.1 * x), {"away_from": (0.0,)}),
     ("leaky_relu_default", lambda x: x.leaky_relu(), lambda x: np.where(x > 0, x, 0.01 * x), {"away_from": (0.0,)}),
-    ("gelu", lambda x: x.gelu(), lambda x: x * 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2))), {"low": -4.0, "high": 4.0}),
+    ("gelu", lambda x: x.gelu(), lambda x: x * 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+     {"low": -4.0, "high": 4.0}),
 ])
 @pytest.mark.parametrize("shape", [(), (5,), (2, 3, 2)])
 def test_unary_ops(name, op, reference, kwargs, shape):
@@ -95,7 +96,8 @@ def test_gelu_matches_torch_exact_gelu():
     x.gelu().sum().backward()
     reference = torch.tensor(values, requires_grad=True)
     torch.nn.functional.gelu(reference).sum().backward()
-    np.testing.assert_allclose(x.gelu().numpy(), torch.nn.functional.gelu(reference).detach().numpy(), rtol=1e-12, atol=1e-14)
+    expected = torch.nn.functional.gelu(reference).detach().numpy()
+    np.testing.assert_allclose(x.gelu().numpy(), expected, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(x.grad.numpy(), reference.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 

@@ -2,10 +2,8 @@
 contained."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-import engine
 from engine import hooks
 from recording_observers import OpRecorder
 from tiny_training import train_tiny

@@ -2,11 +2,8 @@
 optimised graph of a traced function against the unoptimised one on random inputs."""
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import numpy as np
-import pytest
 
 import engine
 from engine.graph import replay

@@ -96,7 +96,8 @@ def test_nll_loss_matches_torch(kwargs):
     x = np.log(np.random.default_rng(6).dirichlet(np.ones(3), size=5))
     target = np.array([0, 1, 2, 1, 0])
     torch_kwargs = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
-    _compare(lambda t: F.nll_loss(t, target, **kwargs), lambda t: TF.nll_loss(t, torch.tensor(target), **torch_kwargs), x)
+    _compare(lambda t: F.nll_loss(t, target, **kwargs),
+             lambda t: TF.nll_loss(t, torch.tensor(target), **torch_kwargs), x)
 
 
 def test_log_softmax_then_nll_equals_cross_entropy():

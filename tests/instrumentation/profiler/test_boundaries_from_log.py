@@ -39,7 +39,8 @@ def _setup():
     engine.manual_seed(0)
     (x, y), _ = engine.datasets.load_digits(0)
     model = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10))
-    return model, engine.optim.Adam(model.parameters(), lr=1e-3), engine.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    data = engine.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    return model, engine.optim.Adam(model.parameters(), lr=1e-3), data
 
 
 def _train(model, optimizer, dataset, steps: int) -> None:

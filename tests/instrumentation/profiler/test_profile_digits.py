@@ -21,7 +21,8 @@ def digits_model() -> tuple[nn.Module, engine.optim.Optimizer, engine.data.Datas
     engine.manual_seed(0)
     (x, y), _ = engine.datasets.load_digits(0)
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
-    return model, engine.optim.SGD(model.parameters(), lr=0.1), engine.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    data = engine.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    return model, engine.optim.SGD(model.parameters(), lr=0.1), data
 
 
 def train(model, optimizer, dataset, prof=None, measured: list[float] | None = None, steps: int = 12) -> None:
@@ -66,7 +67,8 @@ def test_profiled_run_writes_a_trace_whose_steps_match_an_independent_clock(tmp_
     # Every op lies inside its step, and op time is a part of step time.
     ops = columns.ops
     for index in steps:
-        start, end, number = columns.spans.ts_us[index], columns.spans.ts_us[index] + columns.spans.dur_us[index], columns.spans.step[index]
+        start, number = columns.spans.ts_us[index], columns.spans.step[index]
+        end = start + columns.spans.dur_us[index]
         inside = ops.step == number
         assert inside.sum() == 8  # Linear, ReLU, Linear, CrossEntropy: forward and backward
         assert np.all(ops.ts_us[inside] >= start) and np.all(ops.ts_us[inside] + ops.dur_us[inside] <= end + 1e-3)

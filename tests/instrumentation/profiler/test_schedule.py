@@ -6,7 +6,8 @@ import pytest
 from instrumentation.profiler.schedule import ProfilerAction, schedule
 
 CONFIGS = [dict(wait=1, warmup=1, active=3, repeat=1), dict(wait=0, warmup=0, active=2, repeat=3),
-           dict(wait=2, warmup=1, active=1, repeat=0, skip_first=3), dict(wait=1, warmup=2, active=4, repeat=2, skip_first=1)]
+           dict(wait=2, warmup=1, active=1, repeat=0, skip_first=3),
+           dict(wait=1, warmup=2, active=4, repeat=2, skip_first=1)]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -29,7 +30,8 @@ def test_cycle_shape() -> None:
     assert actions == [N, W, R, S, N, W, R, S, N]
 
 
-@pytest.mark.parametrize("config", CONFIGS + [dict(wait=0, warmup=0, active=1, repeat=0), dict(wait=3, warmup=0, active=1)])
+@pytest.mark.parametrize("config", CONFIGS + [dict(wait=0, warmup=0, active=1, repeat=0),
+                                              dict(wait=3, warmup=0, active=1)])
 def test_next_change_never_skips_a_step_with_something_to_do(config: dict) -> None:
     """Brute force: between a step and its next_change, every action equals the step's and none ends a cycle."""
     plan = schedule(**config)

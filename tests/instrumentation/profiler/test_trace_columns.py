@@ -76,13 +76,15 @@ def test_nested_foreign_ops_get_self_time_and_steps_from_spans() -> None:
         {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "ts": 12, "dur": 30, "pid": 1, "tid": 5},
         {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "ts": 14, "dur": 10, "pid": 1, "tid": 5},
         {"ph": "X", "cat": "cpu_op", "name": "AddmmBackward0", "ts": 70, "dur": 8, "pid": 1, "tid": 5},
-        {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "ts": 80, "dur": 15, "pid": 1, "tid": 5},
+        {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "ts": 80, "dur": 15, "pid": 1,
+         "tid": 5},
         {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "ts": 82, "dur": 4, "pid": 1, "tid": 5},
     ]}
     columns = columns_from_trace(trace)
     assert columns.source == "torch"
     rows = {row.key: row for row in op_stats(columns, "op")}
-    assert (rows["aten::linear"].self_us, rows["aten::addmm"].self_us, rows["aten::copy_"].self_us) == (20.0, 20.0, 10.0)
+    self_us = (rows["aten::linear"].self_us, rows["aten::addmm"].self_us, rows["aten::copy_"].self_us)
+    assert self_us == (20.0, 20.0, 10.0)
     assert rows["aten::linear"].total_us == 50.0
     assert columns.ops.step.tolist() == [7] * 5
     assert [fmt.PHASES[p] for p in columns.ops.phase] == ["forward", "forward", "forward", "backward", "optimizer"]

@@ -1,4 +1,4 @@
-"""The columns sidecar: round trip equal to the JSON path (bench's generated trace), stale/corrupt refusal, no pickle."""
+"""The columns sidecar: round trip equal to the JSON path (the bench's trace), stale/corrupt refusal, no pickle."""
 from __future__ import annotations
 
 import io
@@ -35,8 +35,9 @@ def assert_same_columns(got: TraceColumns, expected: TraceColumns) -> None:
         a, b = getattr(got.spans, field), getattr(expected.spans, field)
         assert a.dtype == b.dtype and np.array_equal(a, b), field
     assert got.spans.name == expected.spans.name
-    assert got.memory_ts_us.dtype == expected.memory_ts_us.dtype and np.array_equal(got.memory_ts_us, expected.memory_ts_us)
-    assert got.memory_bytes.dtype == expected.memory_bytes.dtype and np.array_equal(got.memory_bytes, expected.memory_bytes)
+    for field in ("memory_ts_us", "memory_bytes"):
+        a, b = getattr(got, field), getattr(expected, field)
+        assert a.dtype == b.dtype and np.array_equal(a, b), field
     assert got.metadata == expected.metadata and got.source == expected.source
 
 
