@@ -13,9 +13,8 @@ from playwright.sync_api import Page, expect
 
 from board_helpers import open_page_at
 from instrumentation.demo import RUNS
-from instrumentation.demo.cli import train_run
 from instrumentation.format import alert_names as kinds
-from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
+from tests.instrumentation.demo_training import train_demo_run
 
 pytestmark = pytest.mark.browser
 TIMEOUT_MS = 60_000
@@ -25,19 +24,10 @@ DYNAMICS_GRAPH = {kinds.LOSS_SPIKE: "dynamics-loss", kinds.EXPLODING_GRADIENT: "
                   kinds.NONFINITE: "dynamics-loss"}
 MEMORY_TIMELINE = "[id='{\"device\":\"cpu\",\"type\":\"memory-timeline\"}'] .js-plotly-plot"
 MEMORY_MARK = {kinds.LEAK: "leak-step", kinds.OOM: "oom-step"}
-STRAGGLER_TRIES = 3
-
-
 def _train_demo(logdir: Path) -> None:
-    """Every demo run, as `make demo` trains them. NOTE: the 2-rank MPI job on 2 cores under a second full test run
-    (load 10+) once left its straggler unreported; only that job is trained again, at most STRAGGLER_TRIES times
-    in all, until rank 1's alert is there (the detector's load limits are in docs/testing.md)."""
+    """Every demo run, as `make demo` trains them (the straggler job retried on a loaded machine: demo_training)."""
     for run in RUNS:
-        for _ in range(STRAGGLER_TRIES if kinds.STRAGGLER in run.expected_alerts else 1):
-            run_dir, _outcome = train_run(run, str(logdir), seed=0)
-            if kinds.STRAGGLER not in run.expected_alerts or AlertReader(
-                    Path(run_dir) / "rank1" / ALERTS_RELPATH).read():
-                break
+        train_demo_run(run, str(logdir), seed=0)
 
 
 def _shapes_when(page: Page, selector: str, condition: str) -> list[dict]:

@@ -1,9 +1,9 @@
 """Real MPI jobs (``mpiexec --oversubscribe -n 2`` and ``-n 4``, started by the test, each a hang guard of 120 s):
 the demo's data-parallel script with watch() on every rank. Each rank writes its own run; a rank sleeping as long as its
-compute (2 ranks; 60 % with 4) raises ``straggler`` in its own run and no other rank does (4 ranks: it is the busiest,
-nobody else is named); a healthy job raises nothing but, on a loaded machine, a true straggler warning; the replicas'
-checksums agree step for step; a rank that changes a weight behind DDP's back raises ``replica_divergence``; a rank that
-raises leaves every rank's steps in its files.
+compute (2 ranks; 60 % with 4) raises ``straggler`` in its own run (4 ranks: it is the busiest); a healthy job raises
+nothing; on a loaded machine the other ranks may carry only a true straggler warning (one that meets the detector's
+rule: tests/instrumentation/straggler_warnings.py); the replicas' checksums agree step for step; a rank that changes a
+weight behind DDP's back raises ``replica_divergence``; a rank that raises leaves every rank's steps in its files.
 
 Step size: a 256-384-384-10 MLP on a per-rank batch of 256 with one BLAS thread: 6-17 ms steps for 2 ranks and
 18-50 ms for 4 on this 2-core machine (shared with other jobs, load average 4-17 while measured). What makes the
@@ -32,6 +32,7 @@ from instrumentation.format import alert_names as keys
 from instrumentation.format import tags
 from instrumentation.format import trace as fmt
 from instrumentation.format.alerts import ALERTS_RELPATH, AlertReader
+from tests.instrumentation.straggler_warnings import assert_only_true_straggler_warnings
 from tests.engine.distributed.mpi_job import HANG_GUARD_S, REPO, environment, mpiexec, requires_mpi
 from test_rank_monitor_steps import scalars
 
@@ -98,7 +99,7 @@ def test_a_planted_straggler_is_named_by_its_own_run_and_by_no_other(tmp_path: P
     assert read[0][tags.PARAM_CHECKSUM] == read[1][tags.PARAM_CHECKSUM] != []
 
 
-def test_with_4_ranks_the_planted_straggler_is_the_busiest_and_no_other_rank_is_named(tmp_path: Path) -> None:
+def test_with_4_ranks_the_planted_straggler_is_the_busiest_and_others_raise_only_true_warnings(tmp_path: Path) -> None:
     # 4 ranks on 2 cores: rank 1's 30 % sleep showed as 1.19-1.20x the others' median busy time (3 jobs measured), over
     # the 15 % margin on 8-18 of a window's 20 steps: the alert (16 of 20) came in 2 jobs of 3, so it is not asserted.
     # Its ratio fell below 1.1x once at load 15: a 60 % sleep, 1.39x with three busy loops beside the job (30 %: 1.24x)
@@ -108,9 +109,9 @@ def test_with_4_ranks_the_planted_straggler_is_the_busiest_and_no_other_rank_is_
     assert max(range(4), key=medians.__getitem__) == 1, medians
     # NOTE: a margin well below the 60 % planted (see above): the busy times of 4 ranks on 2 cores are noisy under load
     assert medians[1] >= 1.05 * float(np.median([medians[k] for k in (0, 2, 3)])), medians
-    assert {a.subject for k in range(4) for a in alerts(run, k)} <= {"rank1"}
-    for k in (0, 2, 3):
-        assert alerts(run, k) == [], k
+    assert [a for a in alerts(run, 1) if a.subject != "rank1"] == []
+    for k in (0, 2, 3):  # CI-like load can make a healthy rank truly slower for a window: only such a warning
+        assert_only_true_straggler_warnings(alerts(run, k), k)
     checksums = [read[k][tags.PARAM_CHECKSUM] for k in range(4)]
     assert checksums[0] and all(c == checksums[0] for c in checksums)
 
@@ -119,13 +120,7 @@ def test_a_healthy_job_raises_nothing_and_its_replicas_agree(tmp_path: Path) -> 
     run = job(tmp_path, 2, "--batch", 256, "--checksum-every", 10, "--profile")
     read = check_rank_runs(run, 2)
     for k in range(2):
-        raised = alerts(run, k)
-        assert [a for a in raised if a.kind != keys.STRAGGLER] == []
-        for alert in raised:  # only a loaded machine's true warning: slower by the margin on enough steps
-            evidence = alert.evidence
-            assert alert.subject == f"rank{k}" and evidence[keys.RANK] == k
-            assert evidence[keys.RATIO] >= 1 + evidence[keys.MARGIN]
-            assert evidence[keys.STEPS_OVER] >= evidence[keys.MIN_STEPS]
+        assert_only_true_straggler_warnings(alerts(run, k), k)
     steps = [s for s, _ in read[0][tags.PARAM_CHECKSUM]]
     assert steps == [9, 19, 29, 39, 49, 59]
     assert read[0][tags.PARAM_CHECKSUM] == read[1][tags.PARAM_CHECKSUM]
